@@ -1,0 +1,1 @@
+"""Quartermaster shared libraries: events, the pure scheduling core, adapters, SDK."""

@@ -1,0 +1,60 @@
+"""`decide(state) -> decisions`: one deterministic scheduling pass (spec section 4).
+
+A pass first settles what happened (housekeeping); only when nothing is left
+to settle does it hand out capacity. `settle` runs passes and folds their
+decisions until a pass decides nothing: what a user sees as "after the pass".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from quartermaster import events as ev
+from quartermaster.core.allocation import UnitPass
+from quartermaster.core.fold import fold
+from quartermaster.core.hosts_picker import HostPicker
+from quartermaster.core.housekeeping import settle_decisions
+from quartermaster.core.state import State
+from quartermaster.events import State as Toggle
+
+
+@dataclass(frozen=True)
+class PassPolicy:
+    """Knobs of the pass that are configuration, not state (recorded with the log)."""
+
+    heartbeat_timeout_seconds: float | None = None
+
+
+DEFAULT_POLICY = PassPolicy()
+
+
+def decide(state: State, policy: PassPolicy = DEFAULT_POLICY) -> list[ev.Event]:
+    """The decisions for this instant of the log. Pure: the state is not changed."""
+    settled = settle_decisions(state, policy.heartbeat_timeout_seconds)
+    if settled:
+        return settled
+    out: list[ev.Event] = []
+    picker = HostPicker(state)
+    for queue_name in sorted(state.queues):
+        queue = state.queues[queue_name]
+        env = state.environments.get(queue.environment)
+        if env is None or env.state is Toggle.DISABLED:
+            continue
+        for unit in sorted(env.max_capacity):
+            UnitPass(state, queue_name, unit, picker, out).run()
+    return out
+
+
+def settle(
+    state: State, policy: PassPolicy = DEFAULT_POLICY, max_rounds: int = 64
+) -> list[ev.Event]:
+    """Run passes, folding each one's decisions, until a pass decides nothing."""
+    decided: list[ev.Event] = []
+    for _ in range(max_rounds):
+        decisions = decide(state, policy)
+        if not decisions:
+            return decided
+        for decision in decisions:
+            fold(state, decision)
+        decided.extend(decisions)
+    raise RuntimeError("scheduling pass did not settle")  # a bug: passes must converge

@@ -1,0 +1,470 @@
+"""`fold(state, event) -> state`: the only way state changes.
+
+The fold is total and tolerant: an event that no longer applies (a report
+for an old attempt, a stop for a finished job) changes nothing, so a
+redelivered or late message can never corrupt the state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from quartermaster import events as ev
+from quartermaster.core import lifecycle
+from quartermaster.core.model import (
+    ACTIVE_STATUSES,
+    TERMINAL_STATUSES,
+    Attempt,
+    Environment,
+    Host,
+    HostStatus,
+    Job,
+    JobStatus,
+    Queue,
+    Share,
+    StopCause,
+    WarmPool,
+    WarmPoolStatus,
+)
+from quartermaster.core.state import State
+
+Handler = Callable[[State, Any], None]
+_HANDLERS: dict[type[ev.Event], Handler] = {}
+
+
+def _on(event_type: type[ev.Event]) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        _HANDLERS[event_type] = fn
+        return fn
+
+    return register
+
+
+def fold(state: State, event: ev.Event) -> State:
+    """Apply one event. Mutates and returns `state` (a fold step, kept in place for speed)."""
+    if event.at > state.now:
+        state.now = event.at
+    state.seq += 1
+    handler = _HANDLERS.get(type(event))
+    if handler is not None:
+        handler(state, event)
+    return state
+
+
+def fold_all(state: State, events: Iterable[ev.Event]) -> State:
+    for event in events:
+        fold(state, event)
+    return state
+
+
+# ---- configuration ------------------------------------------------------
+
+
+def _limits(limits: tuple[ev.CapacityLimit, ...]) -> dict[str, int]:
+    return {lim.capacity_unit: lim.max_capacity for lim in limits}
+
+
+@_on(ev.ServiceEnvironmentCreated)
+@_on(ev.ServiceEnvironmentUpdated)
+def _environment(state: State, e: ev.ServiceEnvironmentCreated) -> None:
+    state.environments[e.name] = Environment(e.name, _limits(e.capacity_limits), e.state)
+
+
+@_on(ev.SchedulingPolicyCreated)
+def _policy(state: State, e: ev.SchedulingPolicyCreated) -> None:
+    state.policies[e.name] = e.idle_resource_assignment_strategy
+
+
+@_on(ev.JobQueueCreated)
+def _queue_created(state: State, e: ev.JobQueueCreated) -> None:
+    state.queues[e.name] = Queue(e.name, e.service_environment, e.scheduling_policy, e.state)
+
+
+@_on(ev.JobQueueUpdated)
+def _queue_updated(state: State, e: ev.JobQueueUpdated) -> None:
+    queue = state.queues.get(e.name)
+    if queue is not None:
+        queue.state = e.state
+        queue.policy = e.scheduling_policy
+
+
+@_on(ev.QuotaShareCreated)
+@_on(ev.QuotaShareUpdated)
+def _share(state: State, e: ev.QuotaShareCreated) -> None:
+    state.shares[(e.job_queue, e.name)] = Share(
+        e.job_queue,
+        e.name,
+        _limits(e.capacity_limits),
+        e.strategy,
+        e.borrow_limit,
+        e.in_share_preemption,
+        e.state,
+    )
+
+
+@_on(ev.QuotaShareDeleted)
+def _share_deleted(state: State, e: ev.QuotaShareDeleted) -> None:
+    state.shares.pop((e.job_queue, e.name), None)
+
+
+# ---- jobs: requests -----------------------------------------------------
+
+
+@_on(ev.JobSubmitted)
+def _submitted(state: State, e: ev.JobSubmitted) -> None:
+    if e.job_id in state.jobs:
+        return
+    limits = [s for s in (e.attempt_duration_seconds, e.max_runtime_seconds) if s]
+    job = Job(
+        job_id=e.job_id,
+        job_name=e.job_name,
+        queue=e.job_queue,
+        share=e.quota_share,
+        unit=e.instance_type,
+        count=e.instance_count,
+        priority=e.scheduling_priority,
+        created_at=e.at,
+        retry_attempts=e.retry_attempts,
+        evaluate_on_exit=e.evaluate_on_exit,
+        preemption_retries=e.preemption_retries,
+        timeout_seconds=min(limits) if limits else None,
+        keep_alive_seconds=e.keep_alive_seconds,
+        warm_pool_key=e.warm_pool_key,
+        payload=e.payload,
+        tags=dict(e.tags),
+        client_token=e.client_token,
+        chain_id=e.job_id,
+    )
+    state.jobs[job.job_id] = job
+    state.enqueue(job)
+
+
+@_on(ev.JobPriorityUpdated)
+def _priority(state: State, e: ev.JobPriorityUpdated) -> None:
+    job = state.jobs.get(e.job_id)
+    if job is None or job.status in TERMINAL_STATUSES:
+        return
+    queued = job.status is JobStatus.RUNNABLE and not job.awaiting_outcome
+    victim = job.status in ACTIVE_STATUSES and job.stop_cause is None
+    if queued:
+        state.dequeue(job)
+    if victim:
+        state.drop_victim(job)
+    job.priority = e.scheduling_priority
+    if queued:
+        state.enqueue(job)
+    if victim:
+        state.add_victim(job)
+
+
+@_on(ev.JobTerminationRequested)
+def _terminate(state: State, e: ev.JobTerminationRequested) -> None:
+    job = state.jobs.get(e.job_id)
+    if job is None or job.status in TERMINAL_STATUSES:
+        return
+    if job.awaiting_outcome:
+        state.awaiting_outcome.discard(job.job_id)
+        job.awaiting_outcome = False
+    if job.status is JobStatus.RUNNABLE:
+        state.dequeue(job)
+    was_active = job.status in ACTIVE_STATUSES
+    job.status = JobStatus.FAILED
+    job.status_reason = e.reason
+    job.is_terminated = True
+    job.stopped_at = e.at
+    if was_active and job.hosts:
+        lifecycle.request_stop(state, job, StopCause.TERMINATED, e.reason)
+    elif job.hosts:  # retained after a failed attempt: the end is now final
+        lifecycle.release(state, job, keep=job.retained)
+
+
+@_on(ev.JobStatusReasonSet)
+def _reason(state: State, e: ev.JobStatusReasonSet) -> None:
+    job = state.jobs.get(e.job_id)
+    if job is not None and job.status not in TERMINAL_STATUSES:
+        job.status_reason = e.reason
+
+
+# ---- jobs: decisions ----------------------------------------------------
+
+
+@_on(ev.JobDispatched)
+def _dispatched(state: State, e: ev.JobDispatched) -> None:
+    job = state.jobs.get(e.job_id)
+    if job is None or job.status is not JobStatus.RUNNABLE or job.awaiting_outcome:
+        return
+    env = state.environment_of(job.queue)
+    if e.warm_pool is not None:
+        pool = state.pools[e.warm_pool]
+        state.unindex_pool(pool)
+        state.charge((pool.queue, pool.share, pool.unit), env, -pool.count)
+        job.chain_id = pool.chain_id
+        job.chain_started_at = pool.chain_started_at
+    else:
+        job.chain_id = job.job_id
+        job.chain_started_at = None
+    state.dequeue(job)
+    for host_id in e.hosts:
+        state.take_host(host_id, job.job_id, env)
+    state.charge(state.share_key(job), env, job.count)
+    job.status = JobStatus.SCHEDULED
+    job.status_reason = ""
+    job.attempt_no = e.attempt
+    job.hosts = e.hosts
+    job.ended_hosts = []
+    job.started = False
+    job.stop_cause = None
+    job.stop_reason = ""
+    job.failure = None
+    job.failure_reason = ""
+    job.failure_exit_code = None
+    job.dispatched_at = e.at
+    job.running_at = None
+    job.attempts.append(Attempt(e.attempt, e.hosts, e.at))
+    state.add_victim(job)
+
+
+@_on(ev.JobPreemptionRequested)
+def _preempt(state: State, e: ev.JobPreemptionRequested) -> None:
+    job = lifecycle.current(state, e.job_id, e.attempt)
+    if job is not None and job.status in ACTIVE_STATUSES and job.stop_cause is None:
+        lifecycle.request_stop(state, job, StopCause.PREEMPTED, e.reason)
+
+
+@_on(ev.JobTimedOut)
+def _timed_out(state: State, e: ev.JobTimedOut) -> None:
+    job = lifecycle.current(state, e.job_id, e.attempt)
+    if job is not None and job.status in ACTIVE_STATUSES and job.stop_cause is None:
+        lifecycle.request_stop(state, job, StopCause.TIMED_OUT, e.reason)
+
+
+@_on(ev.JobRetried)
+def _retried(state: State, e: ev.JobRetried) -> None:
+    job = state.jobs.get(e.job_id)
+    if job is None or not job.awaiting_outcome:
+        return
+    lifecycle.settle_outcome(state, job)
+    job.attempts_used = e.attempt
+    if job.hosts:
+        lifecycle.release(state, job, keep=False)
+    lifecycle.make_runnable(state, job, e.reason)
+
+
+@_on(ev.JobFinallyFailed)
+def _finally_failed(state: State, e: ev.JobFinallyFailed) -> None:
+    job = state.jobs.get(e.job_id)
+    if job is None or not job.awaiting_outcome:
+        return
+    lifecycle.settle_outcome(state, job)
+    job.status = JobStatus.FAILED
+    job.status_reason = e.reason
+    job.stopped_at = e.at
+    if job.hosts:
+        lifecycle.release(state, job, keep=job.retained)
+
+
+# ---- jobs: node agent reports ------------------------------------------
+
+
+@_on(ev.JobStarting)
+def _starting(state: State, e: ev.JobStarting) -> None:
+    job = lifecycle.current(state, e.job_id, e.attempt)
+    if job is None or e.host not in job.hosts:
+        return
+    job.started = True
+    if job.status is JobStatus.SCHEDULED:
+        job.status = JobStatus.STARTING
+
+
+@_on(ev.JobRunning)
+def _running(state: State, e: ev.JobRunning) -> None:
+    job = lifecycle.current(state, e.job_id, e.attempt)
+    if job is None or e.host not in job.hosts:
+        return
+    job.started = True
+    if job.status in (JobStatus.SCHEDULED, JobStatus.STARTING):
+        job.status = JobStatus.RUNNING
+        job.running_at = e.at
+        job.attempts[-1].started_at = e.at
+        if job.stop_cause is None:
+            state.set_deadline(job)
+
+
+@_on(ev.JobSucceeded)
+def _succeeded(state: State, e: ev.JobSucceeded) -> None:
+    lifecycle.host_ended(state, e.job_id, e.attempt, e.host, e.at, exit_code=e.exit_code)
+
+
+@_on(ev.JobFailed)
+def _failed(state: State, e: ev.JobFailed) -> None:
+    job = lifecycle.current(state, e.job_id, e.attempt)
+    if job is None or e.host not in job.hosts or e.host in job.ended_hosts:
+        return
+    if job.failure is None:
+        job.failure = e.failure_class
+        job.failure_reason = e.reason
+        job.failure_exit_code = e.exit_code
+        job.attempts[-1].log_tail = e.log_tail
+    if job.stop_cause is None and len(job.ended_hosts) + 1 < len(job.hosts):
+        lifecycle.request_stop(state, job, StopCause.PEER_FAILED, e.reason)
+    lifecycle.host_ended(state, e.job_id, e.attempt, e.host, e.at, exit_code=e.exit_code)
+
+
+@_on(ev.JobStopConfirmed)
+def _stop_confirmed(state: State, e: ev.JobStopConfirmed) -> None:
+    lifecycle.host_ended(state, e.job_id, e.attempt, e.host, e.at, exit_code=e.exit_code)
+
+
+# ---- hosts ---------------------------------------------------------------
+
+
+@_on(ev.HostRegistered)
+def _host_registered(state: State, e: ev.HostRegistered) -> None:
+    host = state.hosts.get(e.host_id)
+    if host is not None and host.holder is not None:
+        # Re-registration of a busy host (agent restart): keep its allocation.
+        host.status = HostStatus.HEALTHY
+        host.last_heartbeat = e.at
+        return
+    if host is not None:
+        state.unhealthy(host, host.status)  # drop from any free list before re-adding
+        lst = state._free_list(host)
+        if host.host_id in lst:
+            lst.remove(host.host_id)
+    host = Host(e.host_id, e.instance_type, e.gpu_count, e.service_environment, e.address)
+    host.last_heartbeat = e.at
+    state.hosts[e.host_id] = host
+    state.mark_free(host)
+
+
+@_on(ev.HostHeartbeat)
+def _heartbeat(state: State, e: ev.HostHeartbeat) -> None:
+    host = state.hosts.get(e.host_id)
+    if host is not None:
+        host.last_heartbeat = e.at
+
+
+@_on(ev.HostLost)
+def _host_lost(state: State, e: ev.HostLost) -> None:
+    _host_gone(state, e.host_id, HostStatus.LOST, e.at, e.reason)
+
+
+@_on(ev.HostDrained)
+def _host_drained(state: State, e: ev.HostDrained) -> None:
+    _host_gone(state, e.host_id, HostStatus.DRAINED, e.at, "host drained")
+
+
+def _host_gone(state: State, host_id: str, status: HostStatus, at: float, why: str) -> None:
+    host = state.hosts.get(host_id)
+    if host is None or host.status is status:
+        return
+    state.unhealthy(host, status)
+    if status is HostStatus.DRAINED:
+        return  # a drained host finishes what it runs; it only takes nothing new
+    job = state.jobs.get(host.holder) if host.holder else None
+    if job is not None and job.hosts and host_id in job.hosts and job.retained is False:
+        lifecycle.host_lost(state, job, host_id, at, why)
+
+
+# ---- warm pools ------------------------------------------------------------
+
+
+@_on(ev.WarmPoolAvailable)
+def _pool_available(state: State, e: ev.WarmPoolAvailable) -> None:
+    job = state.jobs.get(e.job_id)
+    if job is None or not job.retained:
+        return
+    state.retained.discard(job.job_id)
+    job.retained = False
+    env = state.environment_of(job.queue)
+    pool = state.pools.get(job.job_id)
+    if pool is None:
+        pool = WarmPool(
+            job.job_id,
+            job.queue,
+            job.share,
+            env,
+            job.unit,
+            job.count,
+            job.warm_pool_key,
+            WarmPoolStatus.AVAILABLE,
+            e.chain_id,
+            e.chain_started_at,
+        )
+        state.pools[job.job_id] = pool
+    pool.status = WarmPoolStatus.AVAILABLE
+    pool.hosts = e.hosts
+    pool.available_since = e.at
+    pool.expires_at = e.expires_at
+    pool.chain_id = e.chain_id
+    pool.chain_started_at = e.chain_started_at
+    for host_id in e.hosts:
+        state.hosts[host_id].holder = job.job_id
+    job.hosts = ()
+    state.index_pool(pool)
+
+
+@_on(ev.WarmPoolInUse)
+def _pool_in_use(state: State, e: ev.WarmPoolInUse) -> None:
+    job = state.jobs.get(e.job_id)
+    source = state.pools.get(e.from_job)
+    if job is None or source is None:
+        return
+    state.pools[job.job_id] = WarmPool(
+        job.job_id,
+        job.queue,
+        job.share,
+        source.environment,
+        job.unit,
+        job.count,
+        job.warm_pool_key,
+        WarmPoolStatus.IN_USE,
+        source.chain_id,
+        source.chain_started_at,
+        hosts=job.hosts,
+    )
+
+
+@_on(ev.WarmPoolReused)
+def _pool_reused(state: State, e: ev.WarmPoolReused) -> None:
+    pool = state.pools.get(e.job_id)
+    if pool is None:
+        return
+    pool.status = WarmPoolStatus.REUSED
+    pool.reused_by_job = e.reused_by_job
+    pool.billable_seconds = e.billable_seconds
+    pool.hosts = ()
+
+
+@_on(ev.WarmPoolTerminated)
+def _pool_terminated(state: State, e: ev.WarmPoolTerminated) -> None:
+    pool = state.pools.get(e.job_id)
+    if pool is None or pool.status is not WarmPoolStatus.AVAILABLE:
+        return
+    state.unindex_pool(pool)
+    state.charge((pool.queue, pool.share, pool.unit), pool.environment, -pool.count)
+    for host_id in pool.hosts:
+        state.mark_free(state.hosts[host_id])
+    pool.status = WarmPoolStatus.TERMINATED
+    pool.termination_reason = e.reason
+    pool.billable_seconds = e.billable_seconds
+    pool.hosts = ()
+
+
+@_on(ev.WarmPoolKeepAliveUpdated)
+def _keep_alive(state: State, e: ev.WarmPoolKeepAliveUpdated) -> None:
+    job = state.jobs.get(e.job_id)
+    if job is not None and job.status not in TERMINAL_STATUSES:
+        job.keep_alive_seconds = e.keep_alive_seconds
+    pool = state.pools.get(e.job_id)
+    if pool is None or pool.status is not WarmPoolStatus.AVAILABLE:
+        return
+    assert pool.available_since is not None
+    state.unindex_pool(pool)
+    pool.user_terminated = e.keep_alive_seconds == 0
+    pool.expires_at = min(
+        pool.available_since + e.keep_alive_seconds,
+        pool.chain_started_at + lifecycle.MAX_CHAIN_SECONDS,
+    )
+    state.index_pool(pool)

@@ -1,0 +1,55 @@
+"""Which free hosts a pass hands out: lowest host id first, without touching state.
+
+The pass must not mutate the folded state, so it walks the free-host lists
+with cursors and keeps the hosts that pool terminations free in its own list.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from sortedcontainers import SortedList
+
+from quartermaster.core.state import State
+
+
+class HostPicker:
+    def __init__(self, state: State) -> None:
+        self._state = state
+        self._unbound_cursor: dict[str, int] = defaultdict(int)
+        self._bound_cursor: dict[tuple[str, str], int] = defaultdict(int)
+        self._released: dict[tuple[str, str], SortedList] = defaultdict(SortedList)
+
+    def count(self, env: str, unit: str) -> int:
+        unbound = len(self._state.free_unbound[unit]) - self._unbound_cursor[unit]
+        bound = len(self._state.free_bound[(env, unit)]) - self._bound_cursor[(env, unit)]
+        return unbound + bound + len(self._released[(env, unit)])
+
+    def release(self, env: str, unit: str, hosts: tuple[str, ...]) -> None:
+        for host in hosts:
+            self._released[(env, unit)].add(host)
+
+    def take(self, env: str, unit: str, n: int) -> tuple[str, ...]:
+        unbound = self._state.free_unbound[unit]
+        bound = self._state.free_bound[(env, unit)]
+        released = self._released[(env, unit)]
+        out: list[str] = []
+        for _ in range(n):
+            candidates = []
+            ui = self._unbound_cursor[unit]
+            if ui < len(unbound):
+                candidates.append((unbound[ui], 0))
+            bi = self._bound_cursor[(env, unit)]
+            if bi < len(bound):
+                candidates.append((bound[bi], 1))
+            if released:
+                candidates.append((released[0], 2))
+            host, source = min(candidates)
+            if source == 0:
+                self._unbound_cursor[unit] += 1
+            elif source == 1:
+                self._bound_cursor[(env, unit)] += 1
+            else:
+                released.pop(0)
+            out.append(host)
+        return tuple(out)

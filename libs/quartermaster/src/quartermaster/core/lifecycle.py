@@ -1,0 +1,179 @@
+"""How an attempt ends: the shared steps of the fold for stops, exits and losses.
+
+An attempt holds all its hosts until every one of them has reported its end
+(exit, or confirmed stop); only then does the job move on, so a multi-host
+job takes and gives back its hosts all at once.
+"""
+
+from __future__ import annotations
+
+from quartermaster.core.model import (
+    ACTIVE_STATUSES,
+    Job,
+    JobStatus,
+    StopCause,
+)
+from quartermaster.core.state import State
+from quartermaster.events import FailureClass
+
+MAX_CHAIN_SECONDS = 28 * 24 * 3600
+RECENT_PREEMPTIONS = 10
+CAPACITY_REASON = "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
+
+
+def current(state: State, job_id: str, attempt: int) -> Job | None:
+    """The job if `attempt` is its live attempt; reports for older attempts are stale."""
+    job = state.jobs.get(job_id)
+    if job is None or job.attempt_no != attempt or not job.hosts or job.awaiting_outcome:
+        return None
+    return job
+
+
+def stoppable(job: Job) -> bool:
+    return job.status in ACTIVE_STATUSES and job.stop_cause is None and not job.awaiting_outcome
+
+
+def request_stop(state: State, job: Job, cause: StopCause, reason: str) -> None:
+    """Ask the attempt's hosts to stop; they stay charged until each confirms."""
+    if job.stop_cause is not None:
+        return
+    state.drop_victim(job)
+    state.clear_deadline(job)
+    job.stop_cause = cause
+    job.stop_reason = reason
+    state.stopping[state.share_key(job)] += job.count
+
+
+def host_ended(
+    state: State, job_id: str, attempt: int, host: str, at: float, exit_code: int | None
+) -> None:
+    job = current(state, job_id, attempt)
+    if job is None or host not in job.hosts or host in job.ended_hosts:
+        return
+    job.ended_hosts.append(host)
+    if exit_code is not None:
+        job.attempts[-1].exit_code = exit_code
+    if len(job.ended_hosts) == len(job.hosts):
+        _finalize(state, job, at)
+
+
+def host_lost(state: State, job: Job, host_id: str, at: float, why: str) -> None:
+    reason = f"{CAPACITY_REASON} - host {host_id} lost ({why})"
+    if job.status is JobStatus.RUNNING:
+        reason = f"INFRASTRUCTURE:HOST_LOST - host {host_id} lost ({why})"
+    if job.stop_cause is None or job.stop_cause is StopCause.PREEMPTED:
+        if job.stop_cause is not None:
+            state.stopping[state.share_key(job)] -= job.count
+            job.stop_cause = None
+        if not job.is_terminated:
+            request_stop(state, job, StopCause.HOST_LOST, reason)
+    host_ended(state, job.job_id, job.attempt_no, host_id, at, exit_code=None)
+
+
+def _poolable(job: Job, at: float) -> bool:
+    if job.keep_alive_seconds <= 0 or not job.started:
+        return False
+    if job.failure is FailureClass.INFRASTRUCTURE_ERROR:
+        return False
+    if job.stop_cause in (StopCause.PREEMPTED, StopCause.HOST_LOST):
+        return False
+    chain_start = job.chain_started_at
+    return chain_start is None or at < chain_start + MAX_CHAIN_SECONDS
+
+
+def _finalize(state: State, job: Job, at: float) -> None:
+    """Every host of the attempt has ended: decide what the job becomes."""
+    state.drop_victim(job)
+    state.clear_deadline(job)
+    if job.stop_cause is not None:
+        state.stopping[state.share_key(job)] -= job.count
+    attempt = job.attempts[-1]
+    attempt.stopped_at = at
+    cause = job.stop_cause
+    poolable = _poolable(job, at)
+    interrupted = cause is not None and job.failure is None
+
+    if job.is_terminated:
+        attempt.status_reason = job.status_reason
+        release(state, job, keep=poolable)
+    elif cause is StopCause.HOST_LOST:
+        attempt.status_reason = job.stop_reason
+        release(state, job, keep=False)
+        make_runnable(state, job, job.stop_reason)
+    elif job.failure is None and cause is None:
+        attempt.status_reason = "Essential container in task exited"
+        job.status = JobStatus.SUCCEEDED
+        job.stopped_at = at
+        release(state, job, keep=poolable)
+    elif job.failure is FailureClass.INFRASTRUCTURE_ERROR:
+        reason = f"{CAPACITY_REASON} - {job.failure_reason}"
+        attempt.status_reason = reason
+        release(state, job, keep=False)
+        make_runnable(state, job, reason)
+    elif job.failure is not None or cause is StopCause.TIMED_OUT:
+        if job.failure is None:
+            job.failure = FailureClass.ALGORITHM_ERROR
+            job.failure_reason = job.stop_reason
+        attempt.status_reason = job.failure_reason
+        job.awaiting_outcome = True
+        state.awaiting_outcome.add(job.job_id)
+        if poolable:
+            job.retained = True  # kept until the outcome says whether the job ends
+        else:
+            release(state, job, keep=False)
+    elif cause is StopCause.PREEMPTED and interrupted:
+        attempt.status_reason = job.stop_reason
+        _preempted(state, job, at)
+    else:  # stopped with no cause we asked for: the host lost the container
+        reason = f"{CAPACITY_REASON} - attempt interrupted on its host"
+        attempt.status_reason = reason
+        release(state, job, keep=False)
+        make_runnable(state, job, reason)
+
+
+def _preempted(state: State, job: Job, at: float) -> None:
+    job.preempted_count += 1
+    job.recent_preemptions.append(job.attempts[-1])
+    del job.recent_preemptions[:-RECENT_PREEMPTIONS]
+    release(state, job, keep=False)
+    limit = job.preemption_retries
+    if limit is not None and job.preempted_count > limit:
+        job.status = JobStatus.FAILED
+        job.status_reason = (
+            f"Preempted {job.preempted_count} times: preemptionRetriesBeforeTermination "
+            f"({limit}) exhausted"
+        )
+        job.stopped_at = at
+    else:
+        make_runnable(state, job, job.stop_reason)
+
+
+def release(state: State, job: Job, keep: bool) -> None:
+    """Give the attempt's hosts back, or keep them (charged) for a warm pool."""
+    if keep:
+        job.retained = True
+        if job.status in (JobStatus.SUCCEEDED, JobStatus.FAILED):
+            state.retained.add(job.job_id)
+        return
+    env = state.environment_of(job.queue)
+    for host_id in job.hosts:
+        host = state.hosts[host_id]
+        if host.holder == job.job_id:
+            state.mark_free(host)
+    state.charge(state.share_key(job), env, -job.count)
+    job.hosts = ()
+    job.retained = False
+    state.retained.discard(job.job_id)
+
+
+def make_runnable(state: State, job: Job, reason: str) -> None:
+    job.status = JobStatus.RUNNABLE
+    job.status_reason = reason
+    job.hosts = ()
+    job.stop_cause = None
+    state.enqueue(job)
+
+
+def settle_outcome(state: State, job: Job) -> None:
+    job.awaiting_outcome = False
+    state.awaiting_outcome.discard(job.job_id)

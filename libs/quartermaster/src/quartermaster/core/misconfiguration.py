@@ -1,0 +1,44 @@
+"""Jobs that can never fit: they carry a reason and never block the jobs behind them."""
+
+from __future__ import annotations
+
+from quartermaster.core.model import Job
+from quartermaster.core.state import State
+from quartermaster.events import SharingStrategy
+
+ENV_MAX = "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"
+SHARE_MAX = "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED"
+
+
+def most_share_can_hold(state: State, queue: str, share_name: str, unit: str) -> int:
+    """Units a share could ever hold: its own limit, plus what it could ever borrow."""
+    share = state.shares.get((queue, share_name))
+    if share is None:
+        return 0
+    own = share.own(unit)
+    if share.strategy is not SharingStrategy.LEND_AND_BORROW:
+        return own
+    env = state.environments[state.environment_of(queue)]
+    env_max = env.max_capacity.get(unit, 0)
+    peers = [s for s in state.shares_of(queue) if s.name != share_name]
+    lendable = sum(s.own(unit) for s in peers if s.strategy is not SharingStrategy.RESERVE)
+    unassigned = max(0, env_max - own - sum(s.own(unit) for s in peers))
+    most = own + lendable + unassigned
+    cap = share.cap(unit)
+    return most if cap is None else min(most, cap)
+
+
+def reason_for(state: State, job: Job) -> str | None:
+    env = state.environments.get(state.environment_of(job.queue))
+    env_max = env.max_capacity.get(job.unit, 0) if env else 0
+    if job.count > env_max:
+        return (
+            f"{ENV_MAX} - needs {job.count} x {job.unit}; the service environment allows {env_max}"
+        )
+    most = most_share_can_hold(state, job.queue, job.share, job.unit)
+    if job.count > most:
+        return (
+            f"{SHARE_MAX} - needs {job.count} x {job.unit}; quota share {job.share} "
+            f"can hold at most {most}"
+        )
+    return None

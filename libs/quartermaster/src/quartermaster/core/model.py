@@ -1,0 +1,185 @@
+"""The entities the fold keeps: configuration, jobs, hosts and warm pools.
+
+Mutable msgspec Structs: the fold updates them in place (fast), and the same
+types encode to a snapshot so a restarted scheduler replays only the tail.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import msgspec
+
+from quartermaster.events import EvaluateOnExit, FailureClass, SharingStrategy, WarmPoolKey
+from quartermaster.events import State as Toggle
+
+
+class JobStatus(StrEnum):
+    SUBMITTED = "SUBMITTED"
+    RUNNABLE = "RUNNABLE"
+    SCHEDULED = "SCHEDULED"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+
+
+ACTIVE_STATUSES = frozenset({JobStatus.SCHEDULED, JobStatus.STARTING, JobStatus.RUNNING})
+TERMINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED})
+
+
+class StopCause(StrEnum):
+    """Why an attempt's hosts are being stopped; decides what the job becomes."""
+
+    PREEMPTED = "PREEMPTED"
+    TERMINATED = "TERMINATED"
+    TIMED_OUT = "TIMED_OUT"
+    PEER_FAILED = "PEER_FAILED"
+    HOST_LOST = "HOST_LOST"
+
+
+class HostStatus(StrEnum):
+    HEALTHY = "HEALTHY"
+    DRAINED = "DRAINED"
+    LOST = "LOST"
+
+
+class WarmPoolStatus(StrEnum):
+    AVAILABLE = "Available"
+    IN_USE = "InUse"
+    REUSED = "Reused"
+    TERMINATED = "Terminated"
+
+
+class Environment(msgspec.Struct):
+    name: str
+    max_capacity: dict[str, int]
+    state: Toggle = Toggle.ENABLED
+
+
+class Queue(msgspec.Struct):
+    name: str
+    environment: str
+    policy: str
+    state: Toggle = Toggle.ENABLED
+
+
+class Share(msgspec.Struct):
+    queue: str
+    name: str
+    limits: dict[str, int]
+    strategy: SharingStrategy
+    borrow_limit: int = -1
+    in_share_preemption: Toggle = Toggle.DISABLED
+    state: Toggle = Toggle.ENABLED
+
+    def own(self, unit: str) -> int:
+        return self.limits.get(unit, 0)
+
+    def cap(self, unit: str) -> int | None:
+        """Most units the share may hold; None = no cap (LEND_AND_BORROW, -1)."""
+        own = self.own(unit)
+        if self.strategy is not SharingStrategy.LEND_AND_BORROW:
+            return own
+        if self.borrow_limit < 0:
+            return None
+        return own + own * self.borrow_limit // 100
+
+
+class Attempt(msgspec.Struct):
+    number: int
+    hosts: tuple[str, ...]
+    dispatched_at: float
+    started_at: float | None = None
+    stopped_at: float | None = None
+    status_reason: str = ""
+    exit_code: int | None = None
+    log_tail: str = ""
+
+
+class Job(msgspec.Struct):
+    job_id: str
+    job_name: str
+    queue: str
+    share: str
+    unit: str
+    count: int
+    priority: int
+    created_at: float
+    retry_attempts: int
+    evaluate_on_exit: tuple[EvaluateOnExit, ...]
+    preemption_retries: int | None
+    timeout_seconds: int | None
+    keep_alive_seconds: int
+    warm_pool_key: WarmPoolKey
+    payload: str
+    tags: dict[str, str]
+    client_token: str | None
+    status: JobStatus = JobStatus.RUNNABLE
+    status_reason: str = ""
+    is_terminated: bool = False
+    attempts_used: int = 1  # retry-strategy count: the first RUNNABLE included
+    attempt_no: int = 0  # dispatch counter; the attempt id in node reports
+    attempts: list[Attempt] = []
+    hosts: tuple[str, ...] = ()
+    ended_hosts: list[str] = []
+    started: bool = False  # reached STARTING/RUNNING in this attempt
+    stop_cause: StopCause | None = None
+    stop_reason: str = ""
+    failure: FailureClass | None = None
+    failure_reason: str = ""
+    failure_exit_code: int | None = None
+    dispatched_at: float = 0.0
+    running_at: float | None = None
+    stopped_at: float | None = None
+    preempted_count: int = 0
+    recent_preemptions: list[Attempt] = []
+    chain_id: str = ""
+    chain_started_at: float | None = None
+    retained: bool = False  # hosts kept after the end, waiting to become a warm pool
+    awaiting_outcome: bool = False  # attempt failed; retry or final failure is decided next
+
+    def order_key(self) -> tuple[int, float, str]:
+        """Dispatch order inside a share: priority desc, createdAt asc, jobId."""
+        return (-self.priority, self.created_at, self.job_id)
+
+    def victim_key(self) -> tuple[int, float, str]:
+        """Preemption order: lowest priority first, then most recently started."""
+        return (self.priority, -self.dispatched_at, self.job_id)
+
+    def deadline(self) -> float | None:
+        if self.timeout_seconds is None or self.running_at is None:
+            return None
+        return self.running_at + self.timeout_seconds
+
+
+class Host(msgspec.Struct):
+    host_id: str
+    unit: str
+    gpu_count: int
+    environment: str | None
+    address: str = ""
+    status: HostStatus = HostStatus.HEALTHY
+    last_heartbeat: float = 0.0
+    holder: str | None = None  # job id, or pool (job) id, that holds the host
+    holder_env: str | None = None
+
+
+class WarmPool(msgspec.Struct):
+    job_id: str
+    queue: str
+    share: str
+    environment: str
+    unit: str
+    count: int
+    key: WarmPoolKey
+    status: WarmPoolStatus
+    chain_id: str
+    chain_started_at: float
+    hosts: tuple[str, ...] = ()
+    available_since: float | None = None
+    expires_at: float | None = None
+    reused_by_job: str | None = None
+    billable_seconds: int = 0
+    termination_reason: str | None = None
+    user_terminated: bool = False

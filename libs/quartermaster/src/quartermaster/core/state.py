@@ -1,0 +1,171 @@
+"""Folded capacity state plus the indexes the pass needs to stay logarithmic.
+
+The entities (config, jobs, hosts, pools) are the truth; every index below is
+derived from them and maintained incrementally by the fold, so one dispatch
+costs O(log n) in the number of queued jobs instead of a rescan.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from sortedcontainers import SortedList
+
+from quartermaster.core.model import (
+    Environment,
+    Host,
+    HostStatus,
+    Job,
+    Queue,
+    Share,
+    WarmPool,
+    WarmPoolStatus,
+)
+from quartermaster.events import WarmPoolKey
+
+ShareKey = tuple[str, str, str]  # (queue, share, unit)
+EnvUnit = tuple[str, str]  # (environment, unit)
+
+
+class State:
+    """Everything the scheduler knows at one position of the log."""
+
+    def __init__(self) -> None:
+        self.now: float = 0.0
+        self.seq: int = 0  # events folded
+        self.environments: dict[str, Environment] = {}
+        self.policies: dict[str, str] = {}
+        self.queues: dict[str, Queue] = {}
+        self.shares: dict[tuple[str, str], Share] = {}
+        self.jobs: dict[str, Job] = {}
+        self.hosts: dict[str, Host] = {}
+        self.pools: dict[str, WarmPool] = {}
+        # -- derived indexes --
+        self.runnable: dict[ShareKey, SortedList] = defaultdict(SortedList)
+        self.victims: dict[ShareKey, SortedList] = defaultdict(SortedList)
+        self.use: dict[ShareKey, int] = defaultdict(int)  # units held, per share and unit
+        self.stopping: dict[ShareKey, int] = defaultdict(int)  # of `use`: stop not confirmed
+        self.env_use: dict[EnvUnit, int] = defaultdict(int)
+        self.free_unbound: dict[str, SortedList] = defaultdict(SortedList)  # unit -> hosts
+        self.free_bound: dict[EnvUnit, SortedList] = defaultdict(SortedList)
+        self.available_pools: dict[EnvUnit, SortedList] = defaultdict(SortedList)
+        self.deadlines: SortedList = SortedList()  # (deadline, job_id)
+        self.pool_expiries: SortedList = SortedList()  # (expires_at, job_id)
+        self.awaiting_outcome: set[str] = set()
+        self.retained: set[str] = set()
+
+    # ---- queries -------------------------------------------------------
+    def share_key(self, job: Job) -> ShareKey:
+        return (job.queue, job.share, job.unit)
+
+    def environment_of(self, queue: str) -> str:
+        return self.queues[queue].environment
+
+    def shares_of(self, queue: str) -> list[Share]:
+        return sorted((s for (q, _), s in self.shares.items() if q == queue), key=lambda s: s.name)
+
+    def units_of(self, queue: str) -> list[str]:
+        env = self.environments.get(self.queues[queue].environment)
+        return sorted(env.max_capacity) if env else []
+
+    def free_hosts(self, env: str, unit: str) -> int:
+        return len(self.free_unbound[unit]) + len(self.free_bound[(env, unit)])
+
+    def physical_free(self, env: str, unit: str) -> int:
+        """Units this environment could still take: free hosts, capped by maxCapacity."""
+        environment = self.environments[env]
+        room = environment.max_capacity.get(unit, 0) - self.env_use[(env, unit)]
+        return max(0, min(room, self.free_hosts(env, unit)))
+
+    def capacity(self, env: str, unit: str) -> int:
+        """Usable capacity C of a unit: what the environment holds plus what it could take."""
+        return self.env_use[(env, unit)] + self.physical_free(env, unit)
+
+    # ---- host allocation ----------------------------------------------
+    def _free_list(self, host: Host) -> SortedList:
+        if host.environment is None:
+            return self.free_unbound[host.unit]
+        return self.free_bound[(host.environment, host.unit)]
+
+    def mark_free(self, host: Host) -> None:
+        """A host with no holder is free if it is healthy."""
+        host.holder = None
+        host.holder_env = None
+        if host.status is HostStatus.HEALTHY:
+            self._free_list(host).add(host.host_id)
+
+    def take_host(self, host_id: str, holder: str, env: str) -> None:
+        host = self.hosts[host_id]
+        lst = self._free_list(host)
+        if host_id in lst:
+            lst.remove(host_id)
+        host.holder = holder
+        host.holder_env = env
+
+    def unhealthy(self, host: Host, status: HostStatus) -> None:
+        if host.holder is None:
+            lst = self._free_list(host)
+            if host.host_id in lst:
+                lst.remove(host.host_id)
+        host.status = status
+
+    def charge(self, key: ShareKey, env: str, units: int) -> None:
+        self.use[key] += units
+        self.env_use[(env, key[2])] += units
+
+    # ---- job indexes --------------------------------------------------
+    def enqueue(self, job: Job) -> None:
+        self.runnable[self.share_key(job)].add((*job.order_key(), job.job_id))
+
+    def dequeue(self, job: Job) -> None:
+        self.runnable[self.share_key(job)].discard((*job.order_key(), job.job_id))
+
+    def add_victim(self, job: Job) -> None:
+        self.victims[self.share_key(job)].add((*job.victim_key(), job.job_id))
+
+    def drop_victim(self, job: Job) -> None:
+        self.victims[self.share_key(job)].discard((*job.victim_key(), job.job_id))
+
+    def set_deadline(self, job: Job) -> None:
+        deadline = job.deadline()
+        if deadline is not None:
+            self.deadlines.add((deadline, job.job_id))
+
+    def clear_deadline(self, job: Job) -> None:
+        deadline = job.deadline()
+        if deadline is not None:
+            self.deadlines.discard((deadline, job.job_id))
+
+    # ---- warm pools ---------------------------------------------------
+    def index_pool(self, pool: WarmPool) -> None:
+        assert pool.expires_at is not None
+        self.available_pools[(pool.environment, pool.unit)].add((pool.expires_at, pool.job_id))
+        self.pool_expiries.add((pool.expires_at, pool.job_id))
+
+    def unindex_pool(self, pool: WarmPool) -> None:
+        assert pool.expires_at is not None
+        self.available_pools[(pool.environment, pool.unit)].discard((pool.expires_at, pool.job_id))
+        self.pool_expiries.discard((pool.expires_at, pool.job_id))
+
+    def matching_pools(self, env: str, unit: str, key: WarmPoolKey) -> list[WarmPool]:
+        """Available pools that `key` may reuse, the one expiring first first."""
+        return [
+            self.pools[pid]
+            for _, pid in self.available_pools[(env, unit)]
+            if self.pools[pid].key == key
+        ]
+
+    def share_pools(self, queue: str, share: str, unit: str) -> list[WarmPool]:
+        env = self.environment_of(queue)
+        out = []
+        for _, pid in self.available_pools[(env, unit)]:
+            pool = self.pools[pid]
+            if pool.queue == queue and pool.share == share:
+                out.append(pool)
+        return out
+
+    def is_available(self, pool_id: str | None) -> bool:
+        if pool_id is None:
+            return False
+        pool = self.pools.get(pool_id)
+        return pool is not None and pool.status is WarmPoolStatus.AVAILABLE

@@ -1,0 +1,168 @@
+"""One home for every event: a tagged union with one reused encoder and decoder."""
+
+from __future__ import annotations
+
+from typing import TypeAlias
+
+import msgspec
+
+from quartermaster.events.base import (
+    CapacityLimit,
+    Event,
+    FailureClass,
+    SharingStrategy,
+    State,
+    WarmPoolTerminationReason,
+)
+from quartermaster.events.config import (
+    JobQueueCreated,
+    JobQueueUpdated,
+    QuotaShareCreated,
+    QuotaShareDeleted,
+    QuotaShareUpdated,
+    SchedulingPolicyCreated,
+    ServiceEnvironmentCreated,
+    ServiceEnvironmentUpdated,
+)
+from quartermaster.events.hosts import HostDrained, HostHeartbeat, HostLost, HostRegistered
+from quartermaster.events.jobs import (
+    EvaluateOnExit,
+    JobDispatched,
+    JobFailed,
+    JobFinallyFailed,
+    JobPreemptionRequested,
+    JobPriorityUpdated,
+    JobRetried,
+    JobRunning,
+    JobStarting,
+    JobStatusReasonSet,
+    JobStopConfirmed,
+    JobSubmitted,
+    JobSucceeded,
+    JobTerminationRequested,
+    JobTimedOut,
+    WarmPoolKey,
+)
+from quartermaster.events.pools import (
+    ClockTicked,
+    WarmPoolAvailable,
+    WarmPoolInUse,
+    WarmPoolKeepAliveUpdated,
+    WarmPoolReused,
+    WarmPoolTerminated,
+)
+
+AnyEvent: TypeAlias = (
+    ServiceEnvironmentCreated
+    | ServiceEnvironmentUpdated
+    | SchedulingPolicyCreated
+    | JobQueueCreated
+    | JobQueueUpdated
+    | QuotaShareCreated
+    | QuotaShareUpdated
+    | QuotaShareDeleted
+    | JobSubmitted
+    | JobPriorityUpdated
+    | JobTerminationRequested
+    | JobDispatched
+    | JobPreemptionRequested
+    | JobTimedOut
+    | JobStatusReasonSet
+    | JobStopConfirmed
+    | JobStarting
+    | JobRunning
+    | JobSucceeded
+    | JobFailed
+    | JobRetried
+    | JobFinallyFailed
+    | HostRegistered
+    | HostHeartbeat
+    | HostLost
+    | HostDrained
+    | WarmPoolAvailable
+    | WarmPoolInUse
+    | WarmPoolReused
+    | WarmPoolTerminated
+    | WarmPoolKeepAliveUpdated
+    | ClockTicked
+)
+
+EVENT_TYPES: tuple[type[Event], ...] = AnyEvent.__args__  # type: ignore[attr-defined]
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(AnyEvent)
+_json_decoder = msgspec.json.Decoder(AnyEvent)
+
+
+def encode(event: Event) -> bytes:
+    """Wire form of an event on the log (msgpack)."""
+    return _encoder.encode(event)
+
+
+def decode(data: bytes) -> AnyEvent:
+    """Decode one event from the log; raises msgspec.DecodeError on garbage."""
+    return _decoder.decode(data)
+
+
+def to_json(event: Event) -> bytes:
+    """Readable form for audits and fixtures."""
+    return msgspec.json.encode(event)
+
+
+def from_json(data: bytes | str) -> AnyEvent:
+    return _json_decoder.decode(data)
+
+
+def tag_of(event: Event) -> str:
+    return type(event).__struct_config__.tag  # type: ignore[return-value]
+
+
+__all__ = [
+    "EVENT_TYPES",
+    "AnyEvent",
+    "CapacityLimit",
+    "ClockTicked",
+    "EvaluateOnExit",
+    "Event",
+    "FailureClass",
+    "HostDrained",
+    "HostHeartbeat",
+    "HostLost",
+    "HostRegistered",
+    "JobDispatched",
+    "JobFailed",
+    "JobFinallyFailed",
+    "JobPreemptionRequested",
+    "JobPriorityUpdated",
+    "JobQueueCreated",
+    "JobQueueUpdated",
+    "JobRetried",
+    "JobRunning",
+    "JobStarting",
+    "JobStatusReasonSet",
+    "JobStopConfirmed",
+    "JobSubmitted",
+    "JobSucceeded",
+    "JobTerminationRequested",
+    "JobTimedOut",
+    "QuotaShareCreated",
+    "QuotaShareDeleted",
+    "QuotaShareUpdated",
+    "SchedulingPolicyCreated",
+    "ServiceEnvironmentCreated",
+    "ServiceEnvironmentUpdated",
+    "SharingStrategy",
+    "State",
+    "WarmPoolAvailable",
+    "WarmPoolInUse",
+    "WarmPoolKeepAliveUpdated",
+    "WarmPoolKey",
+    "WarmPoolReused",
+    "WarmPoolTerminated",
+    "WarmPoolTerminationReason",
+    "decode",
+    "encode",
+    "from_json",
+    "tag_of",
+    "to_json",
+]

@@ -1,0 +1,62 @@
+"""Facts about capacity configuration: environments, policies, queues, shares."""
+
+from __future__ import annotations
+
+from quartermaster.events.base import CapacityLimit, Event, SharingStrategy, State
+
+
+class ServiceEnvironmentCreated(Event, frozen=True, tag="service_environment.created"):
+    name: str
+    capacity_limits: tuple[CapacityLimit, ...]
+    state: State = State.ENABLED
+
+
+class ServiceEnvironmentUpdated(Event, frozen=True, tag="service_environment.updated"):
+    name: str
+    capacity_limits: tuple[CapacityLimit, ...]
+    state: State = State.ENABLED
+
+
+class SchedulingPolicyCreated(Event, frozen=True, tag="scheduling_policy.created"):
+    name: str
+    idle_resource_assignment_strategy: str = "FIFO"
+
+
+class JobQueueCreated(Event, frozen=True, tag="job_queue.created"):
+    name: str
+    service_environment: str
+    scheduling_policy: str
+    state: State = State.ENABLED
+
+
+class JobQueueUpdated(Event, frozen=True, tag="job_queue.updated"):
+    name: str
+    state: State
+    scheduling_policy: str
+
+
+class QuotaShareCreated(Event, frozen=True, tag="quota_share.created"):
+    job_queue: str
+    name: str
+    capacity_limits: tuple[CapacityLimit, ...]
+    strategy: SharingStrategy
+    borrow_limit: int = -1
+    in_share_preemption: State = State.DISABLED
+    state: State = State.ENABLED
+
+
+class QuotaShareUpdated(Event, frozen=True, tag="quota_share.updated"):
+    """Carries the whole new configuration, so the fold needs no merge rules."""
+
+    job_queue: str
+    name: str
+    capacity_limits: tuple[CapacityLimit, ...]
+    strategy: SharingStrategy
+    borrow_limit: int = -1
+    in_share_preemption: State = State.DISABLED
+    state: State = State.ENABLED
+
+
+class QuotaShareDeleted(Event, frozen=True, tag="quota_share.deleted"):
+    job_queue: str
+    name: str

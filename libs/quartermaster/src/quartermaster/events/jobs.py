@@ -1,0 +1,153 @@
+"""Facts in a service job's life, from submission to its final status.
+
+Requests come from admission, decisions from the scheduler's pass, and
+attempt reports from node agents (one report per host of the attempt).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from quartermaster.events.base import Event, FailureClass
+
+
+class EvaluateOnExit(msgspec.Struct, frozen=True):
+    action: str  # RETRY | EXIT
+    on_status_reason: str | None = None
+    on_exit_code: str | None = None
+    on_reason: str | None = None
+
+
+class WarmPoolKey(msgspec.Struct, frozen=True):
+    """The fields that must be equal for a job to reuse another job's warm pool."""
+
+    role_arn: str = ""
+    instance_type: str = ""
+    instance_count: int = 1
+    volume_kms_key_id: str = ""
+    volume_size_in_gb: int = 0
+    security_group_ids: tuple[str, ...] = ()
+    subnets: tuple[str, ...] = ()
+    inter_container_traffic_encryption: bool = False
+    network_isolation: bool = False
+    session_tag_chaining: bool = False
+    session_tag_keys: tuple[str, ...] = ()
+
+
+class JobSubmitted(Event, frozen=True, tag="job.submitted"):
+    job_id: str
+    job_name: str
+    job_queue: str
+    quota_share: str
+    instance_type: str
+    instance_count: int = 1
+    scheduling_priority: int = 0
+    retry_attempts: int = 1
+    evaluate_on_exit: tuple[EvaluateOnExit, ...] = ()
+    preemption_retries: int | None = None  # None = unlimited
+    attempt_duration_seconds: int | None = None
+    max_runtime_seconds: int | None = None
+    keep_alive_seconds: int = 0
+    warm_pool_key: WarmPoolKey = WarmPoolKey()
+    payload: str = "{}"
+    tags: dict[str, str] = {}
+    client_token: str | None = None
+    service_job_type: str = "SAGEMAKER_TRAINING"
+
+
+class JobPriorityUpdated(Event, frozen=True, tag="job.priority_updated"):
+    job_id: str
+    scheduling_priority: int
+
+
+class JobTerminationRequested(Event, frozen=True, tag="job.termination_requested"):
+    job_id: str
+    reason: str
+
+
+class JobDispatched(Event, frozen=True, tag="job.dispatched"):
+    """Decision: the attempt runs on these hosts (all at once), maybe on a warm pool."""
+
+    job_id: str
+    attempt: int
+    hosts: tuple[str, ...]
+    warm_pool: str | None = None  # job id whose Available pool is taken
+
+
+class JobPreemptionRequested(Event, frozen=True, tag="job.preemption_requested"):
+    """Decision: stop this attempt so another job can run (SIGTERM, grace, SIGKILL)."""
+
+    job_id: str
+    attempt: int
+    reason: str
+    for_job: str
+
+
+class JobTimedOut(Event, frozen=True, tag="job.timed_out"):
+    """Decision: the attempt ran past its duration limit and is being stopped."""
+
+    job_id: str
+    attempt: int
+    reason: str
+
+
+class JobStatusReasonSet(Event, frozen=True, tag="job.status_reason_set"):
+    """Decision: a waiting job's human-readable reason (e.g. MISCONFIGURATION)."""
+
+    job_id: str
+    reason: str
+
+
+class JobStopConfirmed(Event, frozen=True, tag="job.stop_confirmed"):
+    """A node agent stopped its part of the attempt; its host is free again."""
+
+    job_id: str
+    attempt: int
+    host: str
+    exit_code: int | None = None
+
+
+class JobStarting(Event, frozen=True, tag="job.starting"):
+    job_id: str
+    attempt: int
+    host: str
+
+
+class JobRunning(Event, frozen=True, tag="job.running"):
+    job_id: str
+    attempt: int
+    host: str
+
+
+class JobSucceeded(Event, frozen=True, tag="job.succeeded"):
+    job_id: str
+    attempt: int
+    host: str
+    exit_code: int = 0
+
+
+class JobFailed(Event, frozen=True, tag="job.failed"):
+    """One host's part of an attempt failed; the first failure fails the attempt."""
+
+    job_id: str
+    attempt: int
+    host: str
+    reason: str
+    failure_class: FailureClass = FailureClass.ALGORITHM_ERROR
+    exit_code: int | None = None
+    log_tail: str = ""
+
+
+class JobRetried(Event, frozen=True, tag="job.retried"):
+    """Decision: a failed attempt is retried under the job's retry strategy."""
+
+    job_id: str
+    attempt: int  # the new attempt's number
+    reason: str
+
+
+class JobFinallyFailed(Event, frozen=True, tag="job.finally_failed"):
+    """Decision: a failed attempt ends the job (retries used up or EXIT matched)."""
+
+    job_id: str
+    reason: str
