@@ -40,7 +40,9 @@ class SchedulerHistory(RuleBasedStateMachine):
         self.limits = {}
         for name, strategy, borrow in SHARES:
             self.limits[name] = 2 if name != "D" else 0
-            self.w.share(name, self.limits[name], strategy, borrow_limit=borrow, preemption=name == "A")
+            self.w.share(
+                name, self.limits[name], strategy, borrow_limit=borrow, preemption=name == "A"
+            )
         self.batches: list[tuple[bool, list[ev.Event]]] = [(False, list(self.w.log))]
         self.exempt: set[tuple[str, str]] = set()
         self.n = 0
@@ -80,7 +82,8 @@ class SchedulerHistory(RuleBasedStateMachine):
 
     def _jobs(self, *statuses: JobStatus) -> list[str]:
         return sorted(
-            j.job_id for j in self.w.state.jobs.values()
+            j.job_id
+            for j in self.w.state.jobs.values()
             if j.status in statuses and j.hosts and not j.awaiting_outcome
         )
 
@@ -92,12 +95,20 @@ class SchedulerHistory(RuleBasedStateMachine):
         attempts=st.integers(1, 3),
         role=st.sampled_from(["r1", "r2"]),
     )
-    def submit(self, share: str, priority: int, count: int, keep_alive: int, attempts: int, role: str) -> None:
+    def submit(
+        self, share: str, priority: int, count: int, keep_alive: int, attempts: int, role: str
+    ) -> None:
         self.n += 1
         self.w.clock += 0.5
-        spec = a_job(name=f"j{self.n}", share=share, priority=priority, count=count,
-                     keep_alive=keep_alive, attempts=attempts,
-                     key=ev.WarmPoolKey(role_arn=role, instance_type=UNIT, instance_count=count))
+        spec = a_job(
+            name=f"j{self.n}",
+            share=share,
+            priority=priority,
+            count=count,
+            keep_alive=keep_alive,
+            attempts=attempts,
+            key=ev.WarmPoolKey(role_arn=role, instance_type=UNIT, instance_count=count),
+        )
         before = len(self.w.log)
         self.w.submit(spec)
         self.batches.append((False, self.w.log[before:]))
@@ -105,10 +116,16 @@ class SchedulerHistory(RuleBasedStateMachine):
 
     @rule(data=st.data(), priority=st.integers(0, 5))
     def reprioritise(self, data: st.DataObject, priority: int) -> None:
-        live = sorted(j.job_id for j in self.w.state.jobs.values() if j.status not in (JobStatus.SUCCEEDED, JobStatus.FAILED))
+        live = sorted(
+            j.job_id
+            for j in self.w.state.jobs.values()
+            if j.status not in (JobStatus.SUCCEEDED, JobStatus.FAILED)
+        )
         if live:
             job_id = data.draw(st.sampled_from(live))
-            self._input(ev.JobPriorityUpdated(at=self.w.clock, job_id=job_id, scheduling_priority=priority))
+            self._input(
+                ev.JobPriorityUpdated(at=self.w.clock, job_id=job_id, scheduling_priority=priority)
+            )
             self._settle()
 
     @rule(data=st.data())
@@ -117,8 +134,14 @@ class SchedulerHistory(RuleBasedStateMachine):
         if jobs:
             job = self.w.job(data.draw(st.sampled_from(jobs)))
             for host in job.hosts:
-                self._input(ev.JobStarting(at=self.w.clock, job_id=job.job_id, attempt=job.attempt_no, host=host),
-                            ev.JobRunning(at=self.w.clock, job_id=job.job_id, attempt=job.attempt_no, host=host))
+                self._input(
+                    ev.JobStarting(
+                        at=self.w.clock, job_id=job.job_id, attempt=job.attempt_no, host=host
+                    ),
+                    ev.JobRunning(
+                        at=self.w.clock, job_id=job.job_id, attempt=job.attempt_no, host=host
+                    ),
+                )
             self._settle()
 
     @rule(data=st.data(), outcome=st.sampled_from(["ok", "algo", "infra"]))
@@ -132,11 +155,26 @@ class SchedulerHistory(RuleBasedStateMachine):
             if host in job.ended_hosts:
                 continue
             if outcome == "ok":
-                self._input(ev.JobSucceeded(at=at, job_id=job.job_id, attempt=job.attempt_no, host=host))
+                self._input(
+                    ev.JobSucceeded(at=at, job_id=job.job_id, attempt=job.attempt_no, host=host)
+                )
             else:
-                cls = ev.FailureClass.ALGORITHM_ERROR if outcome == "algo" else ev.FailureClass.INFRASTRUCTURE_ERROR
-                self._input(ev.JobFailed(at=at, job_id=job.job_id, attempt=job.attempt_no, host=host,
-                                         reason=f"{outcome} failure", failure_class=cls, exit_code=1))
+                cls = (
+                    ev.FailureClass.ALGORITHM_ERROR
+                    if outcome == "algo"
+                    else ev.FailureClass.INFRASTRUCTURE_ERROR
+                )
+                self._input(
+                    ev.JobFailed(
+                        at=at,
+                        job_id=job.job_id,
+                        attempt=job.attempt_no,
+                        host=host,
+                        reason=f"{outcome} failure",
+                        failure_class=cls,
+                        exit_code=1,
+                    )
+                )
         self._settle()
 
     @rule()
@@ -145,13 +183,23 @@ class SchedulerHistory(RuleBasedStateMachine):
             if job.stop_cause is not None and job.hosts and not job.awaiting_outcome:
                 for host in job.hosts:
                     if host not in job.ended_hosts:
-                        self._input(ev.JobStopConfirmed(at=self.w.clock, job_id=job.job_id,
-                                                        attempt=job.attempt_no, host=host))
+                        self._input(
+                            ev.JobStopConfirmed(
+                                at=self.w.clock,
+                                job_id=job.job_id,
+                                attempt=job.attempt_no,
+                                host=host,
+                            )
+                        )
         self._settle()
 
     @rule(data=st.data())
     def terminate(self, data: st.DataObject) -> None:
-        live = sorted(j.job_id for j in self.w.state.jobs.values() if j.status not in (JobStatus.SUCCEEDED, JobStatus.FAILED))
+        live = sorted(
+            j.job_id
+            for j in self.w.state.jobs.values()
+            if j.status not in (JobStatus.SUCCEEDED, JobStatus.FAILED)
+        )
         if live:
             job_id = data.draw(st.sampled_from(live))
             self._input(ev.JobTerminationRequested(at=self.w.clock, job_id=job_id, reason="user"))
@@ -176,7 +224,9 @@ class SchedulerHistory(RuleBasedStateMachine):
             self.exempt.add(("q", share))
         self.limits[share] = limit
         before = len(self.w.log)
-        self.w.share(name, limit, strategy, borrow_limit=borrow, preemption=name == "A", updated=True)
+        self.w.share(
+            name, limit, strategy, borrow_limit=borrow, preemption=name == "A", updated=True
+        )
         self.batches.append((False, self.w.log[before:]))
         self._settle()
 
@@ -204,6 +254,8 @@ class SchedulerHistory(RuleBasedStateMachine):
 
 TestSchedulerHistory = SchedulerHistory.TestCase
 TestSchedulerHistory.settings = settings(
-    max_examples=60, stateful_step_count=40, deadline=None,
+    max_examples=60,
+    stateful_step_count=40,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

@@ -70,7 +70,9 @@ class World:
     # ---- configuration ------------------------------------------------------
     def environment(self, name: str = "env", **units: int) -> World:
         limits = tuple(ev.CapacityLimit(u.replace("_", "."), n) for u, n in units.items())
-        return self.apply(ev.ServiceEnvironmentCreated(at=self.clock, name=name, capacity_limits=limits))
+        return self.apply(
+            ev.ServiceEnvironmentCreated(at=self.clock, name=name, capacity_limits=limits)
+        )
 
     def queue(self, name: str = "q", environment: str = "env") -> World:
         self.apply(ev.SchedulingPolicyCreated(at=self.clock, name="fifo"))
@@ -153,7 +155,9 @@ class World:
         job = self.job(job_id)
         for host in job.hosts:
             if host not in job.ended_hosts:
-                self.apply(make(at=self.clock, job_id=job_id, attempt=job.attempt_no, host=host, **fields))  # type: ignore[call-arg]
+                self.apply(
+                    make(at=self.clock, job_id=job_id, attempt=job.attempt_no, host=host, **fields)
+                )  # type: ignore[call-arg]
         return self
 
     def start(self, job_id: str) -> World:

@@ -103,7 +103,9 @@ def could_run_now(state: State, queue: str, share_name: str, unit: str, count: i
     use = usage_by_share(state)
     used = {s.name: use.get((queue, s.name, unit), 0) for s in shares}
     own = {s.name: s.own(unit) for s in shares}
-    env_used = sum(u for (q, _, un), u in use.items() if un == unit and state.queues[q].environment == env)
+    env_used = sum(
+        u for (q, _, un), u in use.items() if un == unit and state.queues[q].environment == env
+    )
     free_hosts = sum(
         1
         for h in state.hosts.values()
@@ -131,7 +133,9 @@ def could_run_now(state: State, queue: str, share_name: str, unit: str, count: i
         return False
     capacity = env_used + physical
     unassigned = max(0, capacity - sum(own.values()))
-    lendable = sum(idle[n] for n in idle if strategy[n] is not SharingStrategy.RESERVE and n != share_name)
+    lendable = sum(
+        idle[n] for n in idle if strategy[n] is not SharingStrategy.RESERVE and n != share_name
+    )
     borrowed = sum(max(0, used[n] - own[n]) for n in used)
     own_part = max(0, min(count, own[share_name] - used[share_name]))
     return borrowed + (count - own_part) <= lendable + unassigned
@@ -168,11 +172,15 @@ def snapshot(state: State) -> bytes:
 
 def physical_free(state: State, env: str, unit: str) -> int:
     use = usage_by_share(state)
-    env_used = sum(u for (q, _, un), u in use.items() if un == unit and state.queues[q].environment == env)
+    env_used = sum(
+        u for (q, _, un), u in use.items() if un == unit and state.queues[q].environment == env
+    )
     free_hosts = sum(
         1
         for h in state.hosts.values()
-        if h.unit == unit and h.holder is None and h.status is HostStatus.HEALTHY
+        if h.unit == unit
+        and h.holder is None
+        and h.status is HostStatus.HEALTHY
         and h.environment in (None, env)
     )
     maximum = state.environments[env].max_capacity.get(unit, 0)

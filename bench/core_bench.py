@@ -1,0 +1,185 @@
+"""Micro-benchmark of the pure core: fold throughput, pass latency, drain rate.
+
+Prints figures; asserts nothing. Run: python bench/core_bench.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from quartermaster import events as ev
+from quartermaster.core import State, decide, fold
+from quartermaster.core.model import JobStatus
+
+UNIT = "ml.g5.xlarge"
+STRATEGIES = ["LEND_AND_BORROW", "LEND", "RESERVE", "LEND_AND_BORROW"]
+
+
+def build(jobs: int, shares: int = 20, hosts: int = 1000) -> tuple[State, list[ev.Event]]:
+    log: list[ev.Event] = [
+        ev.ServiceEnvironmentCreated(
+            at=0, name="env", capacity_limits=(ev.CapacityLimit(UNIT, hosts),)
+        ),
+        ev.SchedulingPolicyCreated(at=0, name="fifo"),
+        ev.JobQueueCreated(at=0, name="q", service_environment="env", scheduling_policy="fifo"),
+    ]
+    for s in range(shares):
+        log.append(
+            ev.QuotaShareCreated(
+                at=0,
+                job_queue="q",
+                name=f"s{s:02d}",
+                capacity_limits=(ev.CapacityLimit(UNIT, hosts // shares),),
+                strategy=ev.SharingStrategy(STRATEGIES[s % 4]),
+                borrow_limit=100,
+                in_share_preemption=ev.State.ENABLED,
+            )
+        )
+    log += [ev.HostRegistered(at=0, host_id=f"h{i:05d}", instance_type=UNIT) for i in range(hosts)]
+    for j in range(jobs):
+        log.append(
+            ev.JobSubmitted(
+                at=1 + j * 1e-4,
+                job_id=f"j{j:07d}",
+                job_name="bench",
+                job_queue="q",
+                quota_share=f"s{(j * 7) % shares:02d}",
+                instance_type=UNIT,
+                scheduling_priority=(j * 31) % 10,
+            )
+        )
+    state = State()
+    for e in log:
+        fold(state, e)
+    return state, log
+
+
+def apply(state: State, events: list[ev.Event]) -> None:
+    for e in events:
+        fold(state, e)
+
+
+def finish(state: State, k: int, at: float) -> None:
+    """k running jobs (lowest ids) report success: k hosts come free."""
+    done = 0
+    for job in state.jobs.values():
+        if job.status is JobStatus.SCHEDULED and job.hosts:
+            fold(
+                state,
+                ev.JobSucceeded(
+                    at=at, job_id=job.job_id, attempt=job.attempt_no, host=job.hosts[0]
+                ),
+            )
+            done += 1
+            if done == k:
+                return
+
+
+def pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(p * len(values)))]
+
+
+def bench_fold(n: int) -> None:
+    _, log = build(n + 1000)
+    state = State()
+    t = time.perf_counter()
+    for e in log:
+        fold(state, e)
+    dt = time.perf_counter() - t
+    encoded = [ev.encode(e) for e in log]
+    t = time.perf_counter()
+    state = State()
+    for b in encoded:
+        fold(state, ev.decode(b))
+    dt2 = time.perf_counter() - t
+    print(
+        f"fold: {len(log):,} events in {dt:.2f} s = {len(log) / dt:,.0f} events/s "
+        f"({len(log) / dt2:,.0f}/s incl. msgpack decode)"
+    )
+
+
+def bench_pass(n: int, rounds: int) -> None:
+    state, _ = build(n + 1000)
+    t = time.perf_counter()
+    first = decide(state)
+    t_first = time.perf_counter() - t
+    apply(state, first)
+    dispatched = sum(isinstance(d, ev.JobDispatched) for d in first)
+    idle: list[float] = []
+    busy: list[float] = []
+    at = 10.0
+    for _ in range(rounds):
+        t = time.perf_counter()
+        decisions = decide(state)  # steady state: every host busy
+        idle.append(time.perf_counter() - t)
+        apply(state, decisions)
+        at += 1
+        finish(state, 10, at)
+        while True:  # settle completions (housekeeping), then time the dispatching pass
+            t = time.perf_counter()
+            decisions = decide(state)
+            elapsed = time.perf_counter() - t
+            if not decisions:
+                break
+            apply(state, decisions)
+            if any(isinstance(d, ev.JobDispatched) for d in decisions):
+                busy.append(elapsed)
+    ms = 1e3
+    print(
+        f"pass, {n:>7,} RUNNABLE / 20 shares / 1000 hosts: first pass {t_first * ms:7.1f} ms "
+        f"({dispatched} dispatches, {t_first / max(dispatched, 1) * 1e6:5.1f} us each); "
+        f"full p50 {statistics.median(idle) * ms:5.2f} ms p99 {pct(idle, 0.99) * ms:5.2f} ms"
+        + (
+            f"; 10 freed p50 {statistics.median(busy) * ms:5.2f} ms"
+            f" p99 {pct(busy, 0.99) * ms:5.2f} ms"
+            if busy
+            else "; queue empty after the first pass"
+        )
+    )
+
+
+def bench_drain(n: int) -> None:
+    state, _ = build(n + 1000)
+    decisions_total = 0
+    at = 10.0
+    t = time.perf_counter()
+    while True:
+        decisions = decide(state)
+        if not decisions:
+            running = [j for j in state.jobs.values() if j.status is JobStatus.SCHEDULED][:1000]
+            if not running:
+                break
+            at += 1
+            for job in running:
+                fold(
+                    state,
+                    ev.JobSucceeded(
+                        at=at, job_id=job.job_id, attempt=job.attempt_no, host=job.hosts[0]
+                    ),
+                )
+            continue
+        decisions_total += len(decisions)
+        apply(state, decisions)
+    dt = time.perf_counter() - t
+    print(
+        f"drain {n:,} jobs through 1000 hosts: {decisions_total:,} decisions in {dt:.2f} s "
+        f"= {decisions_total / dt:,.0f} decisions/s (completions folded in the loop)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
+    bench_fold(sizes[-1])
+    for n in sizes:
+        bench_pass(n, rounds=20 if args.quick else 50)
+    bench_drain(10_000 if args.quick else 50_000)
+
+
+if __name__ == "__main__":
+    main()
