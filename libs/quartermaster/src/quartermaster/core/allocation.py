@@ -288,7 +288,8 @@ class UnitPass:
         freed: Freed = []
         chosen_pools: list[WarmPool] = []
         chosen: list[Job] = []
-        for item in [*pools, *victims]:
+        items: list[WarmPool | Job] = [*pools, *victims]
+        for item in items:
             share, units = item.share, item.count
             if excess is not None:
                 if excess.get(share, 0) <= 0:

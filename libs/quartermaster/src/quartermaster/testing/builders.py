@@ -155,9 +155,10 @@ class World:
         job = self.job(job_id)
         for host in job.hosts:
             if host not in job.ended_hosts:
-                self.apply(
-                    make(at=self.clock, job_id=job_id, attempt=job.attempt_no, host=host, **fields)
+                report = make(
+                    at=self.clock, job_id=job_id, attempt=job.attempt_no, host=host, **fields
                 )  # type: ignore[call-arg]
+                self.apply(report)
         return self
 
     def start(self, job_id: str) -> World:

@@ -57,13 +57,13 @@ def check_allocation(state: State) -> None:
             if host in holders:
                 _fail(f"host {host} in pool {pool.job_id} and held by {holders[host]}")
             holders[host] = pool.job_id
-    for host in state.hosts.values():
-        if host.holder is not None and host.holder not in holders.values():
-            _fail(f"host {host.host_id} names holder {host.holder} that does not hold it")
-        free = host.host_id in state._free_list(host)
-        should = host.holder is None and host.status is HostStatus.HEALTHY
+    for entry in state.hosts.values():
+        if entry.holder is not None and entry.holder not in holders.values():
+            _fail(f"host {entry.host_id} names holder {entry.holder} that does not hold it")
+        free = entry.host_id in state._free_list(entry)
+        should = entry.holder is None and entry.status is HostStatus.HEALTHY
         if free != should:
-            _fail(f"host {host.host_id} free-list membership {free}, expected {should}")
+            _fail(f"host {entry.host_id} free-list membership {free}, expected {should}")
     use = usage_by_share(state)
     for key, units in state.use.items():
         if units != use.get(key, 0):
