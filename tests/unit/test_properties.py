@@ -14,6 +14,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from quartermaster import events as ev
 from quartermaster.core import State, decide, fold
 from quartermaster.core.model import JobStatus
+from quartermaster.core.snapshot import restore, take
 from quartermaster.testing.builders import World, a_job
 from quartermaster.testing.invariants import (
     check_allocation,
@@ -250,6 +251,11 @@ class SchedulerHistory(RuleBasedStateMachine):
             for event in batch:
                 fold(replayed, ev.decode(ev.encode(event)))
         assert snapshot(replayed) == snapshot(self.w.state)
+        restored, position = restore(take(self.w.state, seq=len(self.batches)))
+        assert position == len(self.batches)
+        assert snapshot(restored) == snapshot(self.w.state)
+        check_allocation(restored)
+        assert decide(restored) == decide(self.w.state)
 
 
 TestSchedulerHistory = SchedulerHistory.TestCase

@@ -68,6 +68,13 @@ def check_allocation(state: State) -> None:
     for key, units in state.use.items():
         if units != use.get(key, 0):
             _fail(f"use index {key}={units}, recomputed {use.get(key, 0)}")
+    stopping: Counter[tuple[str, str, str]] = Counter()
+    for job in state.jobs.values():
+        if job.stop_cause is not None and len(job.ended_hosts) < len(job.hosts):
+            stopping[(job.queue, job.share, job.unit)] += job.count
+    for key, units in state.stopping.items():
+        if units != stopping.get(key, 0):
+            _fail(f"stopping index {key}={units}, recomputed {stopping.get(key, 0)}")
     env_use: Counter[tuple[str, str]] = Counter()
     for (queue, _, unit), units in use.items():
         env_use[(state.queues[queue].environment, unit)] += units
