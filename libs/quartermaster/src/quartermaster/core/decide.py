@@ -28,14 +28,25 @@ class PassPolicy:
 DEFAULT_POLICY = PassPolicy()
 
 
-def decide(state: State, policy: PassPolicy = DEFAULT_POLICY) -> list[ev.Event]:
-    """The decisions for this instant of the log. Pure: the state is not changed."""
-    settled = settle_decisions(state, policy.heartbeat_timeout_seconds)
+def decide(
+    state: State,
+    policy: PassPolicy = DEFAULT_POLICY,
+    queues: frozenset[str] | None = None,
+    hosts: bool = True,
+) -> list[ev.Event]:
+    """The decisions for this instant of the log. Pure: the state is not changed.
+
+    `queues` limits the pass to the job queues a scheduler instance leads
+    (None: all); `hosts` says whether it also judges host liveness.
+    """
+    settled = settle_decisions(state, policy.heartbeat_timeout_seconds, queues, hosts)
     if settled:
         return settled
     out: list[ev.Event] = []
     picker = HostPicker(state)
     for queue_name in sorted(state.queues):
+        if queues is not None and queue_name not in queues:
+            continue
         queue = state.queues[queue_name]
         env = state.environments.get(queue.environment)
         if env is None or env.state is Toggle.DISABLED:

@@ -195,6 +195,8 @@ def _dispatched(state: State, e: ev.JobDispatched) -> None:
     if job is None or job.status is not JobStatus.RUNNABLE or job.awaiting_outcome:
         return
     env = state.environment_of(job.queue)
+    if not _hosts_usable(state, e):
+        return  # raced with another writer (host lost, taken): the job stays RUNNABLE
     if e.warm_pool is not None:
         pool = state.pools[e.warm_pool]
         state.unindex_pool(pool)
@@ -223,6 +225,17 @@ def _dispatched(state: State, e: ev.JobDispatched) -> None:
     job.running_at = None
     job.attempts.append(Attempt(e.attempt, e.hosts, e.at))
     state.add_victim(job)
+
+
+def _hosts_usable(state: State, e: ev.JobDispatched) -> bool:
+    if e.warm_pool is not None:
+        pool = state.pools.get(e.warm_pool)
+        return state.is_available(e.warm_pool) and pool is not None and pool.hosts == e.hosts
+    for host_id in e.hosts:
+        host = state.hosts.get(host_id)
+        if host is None or host.holder is not None or host.status is not HostStatus.HEALTHY:
+            return False
+    return len(set(e.hosts)) == len(e.hosts)
 
 
 @_on(ev.JobPreemptionRequested)
@@ -328,10 +341,7 @@ def _host_registered(state: State, e: ev.HostRegistered) -> None:
         host.last_heartbeat = e.at
         return
     if host is not None:
-        state.unhealthy(host, host.status)  # drop from any free list before re-adding
-        lst = state._free_list(host)
-        if host.host_id in lst:
-            lst.remove(host.host_id)
+        state._free_list(host).discard(host.host_id)
     host = Host(e.host_id, e.instance_type, e.gpu_count, e.service_environment, e.address)
     host.last_heartbeat = e.at
     state.hosts[e.host_id] = host

@@ -15,11 +15,19 @@ from quartermaster.core.model import HostStatus, WarmPool
 from quartermaster.core.state import State
 
 
-def settle_decisions(state: State, heartbeat_timeout: float | None) -> list[ev.Event]:
+def settle_decisions(
+    state: State, heartbeat_timeout: float | None, queues: frozenset[str] | None, hosts: bool
+) -> list[ev.Event]:
     now = state.now
+
+    def mine(queue: str) -> bool:
+        return queues is None or queue in queues
+
     out: list[ev.Event] = []
     for job_id in sorted(state.awaiting_outcome):
         job = state.jobs[job_id]
+        if not mine(job.queue):
+            continue
         if retry.retries_left(job) and retry.action_for(job) == "RETRY":
             out.append(
                 ev.JobRetried(
@@ -30,6 +38,8 @@ def settle_decisions(state: State, heartbeat_timeout: float | None) -> list[ev.E
             out.append(ev.JobFinallyFailed(at=now, job_id=job_id, reason=job.failure_reason))
     for job_id in sorted(state.retained):
         job = state.jobs[job_id]
+        if not mine(job.queue):
+            continue
         chain_start = job.chain_started_at if job.chain_started_at is not None else now
         expires = min(now + job.keep_alive_seconds, chain_start + MAX_CHAIN_SECONDS)
         out.append(
@@ -44,6 +54,8 @@ def settle_decisions(state: State, heartbeat_timeout: float | None) -> list[ev.E
         )
     for expires_at, pool_id in state.pool_expiries:
         pool = state.pools[pool_id]
+        if not mine(pool.queue):
+            continue
         reason = _pool_end(state, pool, expires_at, now)
         if reason is not None:
             end = (
@@ -68,7 +80,7 @@ def settle_decisions(state: State, heartbeat_timeout: float | None) -> list[ev.E
                 reason=f"Job attempt duration exceeded timeout ({job.timeout_seconds} s)",
             )
         )
-    if heartbeat_timeout is not None:
+    if hosts and heartbeat_timeout is not None:
         for host_id in sorted(state.hosts):
             host = state.hosts[host_id]
             if host.status is HostStatus.HEALTHY and host.last_heartbeat + heartbeat_timeout < now:

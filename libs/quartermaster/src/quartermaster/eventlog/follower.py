@@ -1,0 +1,92 @@
+"""Follows the log and folds it: the read side every service shares.
+
+A follower reads the stream in order (ordered consumer), folds every
+envelope into its State, and wakes whoever waits for a position. Services
+react to new batches through listeners, which run after the fold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+from quartermaster.bus import JetStreamLog
+from quartermaster.core import State, fold
+from quartermaster.core.snapshot import restore
+from quartermaster.eventlog.envelope import decode_batch
+from quartermaster.events import AnyEvent
+
+log = logging.getLogger(__name__)
+
+Listener = Callable[[int, str, list[AnyEvent]], Awaitable[None] | None]
+
+
+class LogFollower:
+    def __init__(self, event_log: JetStreamLog, snapshot: bytes | None = None) -> None:
+        self.log = event_log
+        if snapshot is not None:
+            self.state, self.seq = restore(snapshot)
+        else:
+            self.state, self.seq = State(), 0
+        self.last_on_subject: dict[str, int] = {}
+        self._listeners: list[Listener] = []
+        self._advanced = asyncio.Condition()
+        self._task: asyncio.Task[None] | None = None
+
+    def listen(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="log-follower")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                async for entry in self.log.read(from_seq=self.seq + 1):
+                    await self._apply(entry.seq, entry.subject, entry.data)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the reader died (server restart): resume after a pause
+                log.exception("log follower lost its reader at seq %d; resuming", self.seq)
+                await asyncio.sleep(0.5)
+
+    async def _apply(self, seq: int, subject: str, data: bytes) -> None:
+        if seq <= self.seq:
+            return
+        try:
+            events = decode_batch(data)
+        except Exception:  # poison: never blocks the log for everyone
+            log.exception("undecodable message seq=%d subject=%s skipped", seq, subject)
+            events = []
+        for event in events:
+            fold(self.state, event)
+        self.seq = seq
+        self.last_on_subject[subject] = seq
+        for listener in self._listeners:
+            try:
+                result = listener(seq, subject, events)
+                if result is not None:
+                    await result
+            except Exception:
+                log.exception("listener failed on seq=%d", seq)
+        async with self._advanced:
+            self._advanced.notify_all()
+
+    async def wait_for(self, seq: int, timeout: float | None = 10.0) -> None:
+        """Return once everything up to `seq` is folded."""
+        async with self._advanced:
+            await asyncio.wait_for(self._advanced.wait_for(lambda: self.seq >= seq), timeout)
+
+    async def catch_up(self, timeout: float | None = 10.0) -> int:
+        """Fold everything the stream holds right now; returns that position."""
+        target = await self.log.last_seq()
+        await self.wait_for(target, timeout)
+        return target
