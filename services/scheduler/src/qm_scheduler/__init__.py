@@ -1,0 +1,1 @@
+"""The scheduler service: one active leader per job queue, standbys waiting."""

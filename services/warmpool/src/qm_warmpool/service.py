@@ -1,0 +1,60 @@
+"""Appends a clock tick whenever a pool expires or an attempt's deadline passes.
+
+The scheduler's pass turns those ticks into `WarmPoolTerminated(EXPIRED)` and
+`JobTimedOut` decisions, with billable seconds computed from the log's times,
+so a replay gives the same bill.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from qm_warmpool.settings import WarmPoolSettings
+from qm_warmpool.timers import next_due, tick_id
+from quartermaster.bus import BusError, JetStreamLog
+from quartermaster.eventlog import LogFollower, encode_batch, subjects
+from quartermaster.events import AnyEvent, ClockTicked
+
+log = logging.getLogger("qm.warmpool")
+
+
+class WarmPoolService:
+    def __init__(self, settings: WarmPoolSettings, event_log: JetStreamLog) -> None:
+        self.settings = settings
+        self.log = event_log
+        self.follower = LogFollower(event_log)
+        self._changed = asyncio.Event()
+        self.ticks = 0
+
+    def _on_batch(self, seq: int, subject: str, events: list[AnyEvent]) -> None:
+        self._changed.set()
+
+    async def run(self) -> None:
+        self.follower.listen(self._on_batch)
+        await self.follower.start()
+        try:
+            await self.follower.catch_up(timeout=None)
+            while True:
+                due = next_due(self.follower.state, time.time(), self.settings.tick_seconds)
+                delay = max(0.0, due - time.time())
+                self._changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), delay)
+                    continue  # the state changed: a nearer timer may exist
+                await self._tick(due)
+        finally:
+            await self.follower.stop()
+
+    async def _tick(self, due: float) -> None:
+        at = max(due, time.time())
+        data = encode_batch([ClockTicked(at=at)])
+        try:
+            seq = await self.log.append(subjects.timers(self.log.prefix), data, msg_id=tick_id(due))
+            await self.follower.wait_for(seq)
+            self.ticks += 1
+        except (BusError, TimeoutError):
+            log.exception("tick at %.3f failed; retrying", due)
+            await asyncio.sleep(0.5)

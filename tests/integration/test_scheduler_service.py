@@ -1,0 +1,147 @@
+"""The scheduler service against a real nats-server: leading, fencing, snapshots."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import pytest
+
+from quartermaster import events as ev
+from quartermaster.bus import FencedAppendError, JetStreamLog
+from quartermaster.core.model import JobStatus
+from quartermaster.eventlog import LogFollower, encode_batch, subjects
+from qm_scheduler.service import Scheduler
+from qm_scheduler.settings import SchedulerSettings
+
+UNIT = "ml.g5.xlarge"
+
+
+def settings(name: str, **kw: object) -> SchedulerSettings:
+    return SchedulerSettings(instance_id=name, lease_ttl_seconds=1.5, **kw)  # type: ignore[arg-type]
+
+
+async def append(log: JetStreamLog, *events: ev.Event) -> int:
+    return await log.append(subjects.requests(log.prefix), encode_batch(list(events)))
+
+
+async def seed(log: JetStreamLog, hosts: int = 2) -> None:
+    await append(
+        log,
+        ev.ServiceEnvironmentCreated(
+            at=1, name="env", capacity_limits=(ev.CapacityLimit(UNIT, hosts),)
+        ),
+        ev.SchedulingPolicyCreated(at=1, name="fifo"),
+        ev.JobQueueCreated(at=1, name="q", service_environment="env", scheduling_policy="fifo"),
+        ev.QuotaShareCreated(
+            at=1,
+            job_queue="q",
+            name="A",
+            capacity_limits=(ev.CapacityLimit(UNIT, hosts),),
+            strategy=ev.SharingStrategy.LEND_AND_BORROW,
+        ),
+        *[ev.HostRegistered(at=1, host_id=f"h{i}", instance_type=UNIT) for i in range(hosts)],
+    )
+
+
+def submit(job_id: str, at: float = 2.0) -> ev.JobSubmitted:
+    return ev.JobSubmitted(
+        at=at, job_id=job_id, job_name=job_id, job_queue="q", quota_share="A", instance_type=UNIT
+    )
+
+
+@contextlib.asynccontextmanager
+async def running(scheduler: Scheduler) -> AsyncIterator[asyncio.Task[None]]:
+    task = asyncio.create_task(scheduler.run())
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def until(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.05)
+
+
+async def test_scheduler_dispatches_what_is_submitted(jetstream_log: JetStreamLog) -> None:
+    await seed(jetstream_log)
+    watcher = LogFollower(jetstream_log)
+    await watcher.start()
+    async with running(Scheduler(settings("s1"), jetstream_log)):
+        await append(jetstream_log, submit("j1"), submit("j2"), submit("j3"))
+        await until(
+            lambda: (
+                "j2" in watcher.state.jobs
+                and watcher.state.jobs["j2"].status is JobStatus.SCHEDULED
+            )
+        )
+    state = watcher.state
+    assert {state.jobs[j].status for j in ("j1", "j2")} == {JobStatus.SCHEDULED}
+    assert state.jobs["j3"].status is JobStatus.RUNNABLE
+    await watcher.stop()
+
+
+async def test_standby_takes_over_and_deposed_leader_is_fenced(jetstream_log: JetStreamLog) -> None:
+    await seed(jetstream_log)
+    watcher = LogFollower(jetstream_log)
+    await watcher.start()
+    first = Scheduler(settings("first"), jetstream_log)
+    second = Scheduler(settings("second"), jetstream_log)
+    async with running(first):
+        await append(jetstream_log, submit("j1"))
+        await until(
+            lambda: (
+                watcher.state.jobs.get("j1") is not None
+                and watcher.state.jobs["j1"].status is JobStatus.SCHEDULED
+            )
+        )
+        async with running(second):
+            await asyncio.sleep(1.0)
+            assert first.led_queues() == {"q"} and second.led_queues() == frozenset()
+            # A stale writer (expected position behind the log) cannot append decisions.
+            subject = subjects.decisions("q", jetstream_log.prefix)
+            with pytest.raises(FencedAppendError):
+                await jetstream_log.append(subject, encode_batch([]), expected_last_subject_seq=0)
+            first_task_cancelled = True
+        assert first_task_cancelled
+    # first is gone: its lease expires and a new scheduler leads and dispatches.
+    async with running(second):
+        await append(jetstream_log, submit("j2", at=3.0))
+        await until(
+            lambda: (
+                watcher.state.jobs.get("j2") is not None
+                and watcher.state.jobs["j2"].status is JobStatus.SCHEDULED
+            ),
+            timeout=15,
+        )
+        assert second.led_queues() == {"q"}
+    await watcher.stop()
+
+
+async def test_restart_resumes_from_snapshot(jetstream_log: JetStreamLog) -> None:
+    await seed(jetstream_log)
+    first = Scheduler(settings("a", snapshot_every=1), jetstream_log)
+    async with running(first):
+        await append(jetstream_log, submit("j1"))
+        await until(
+            lambda: (
+                first.follower is not None
+                and first.follower.state.jobs.get("j1") is not None
+                and first.follower.state.jobs["j1"].status is JobStatus.SCHEDULED
+            )
+        )
+        await asyncio.sleep(0.3)
+    restarted = Scheduler(settings("a", snapshot_every=1), jetstream_log)
+    await restarted.start()
+    assert restarted.follower is not None
+    assert restarted.follower.seq > 1, "a restart resumes from the snapshot, not from zero"
+    await restarted.follower.catch_up()
+    assert restarted.follower.state.jobs["j1"].status is JobStatus.SCHEDULED
+    await restarted.stop()
