@@ -1,0 +1,253 @@
+"""A connection to admission, with read-your-writes across calls.
+
+Every write answers with the log position it reached (`x-qm-seq`); the client
+sends the highest it has seen (`x-qm-min-seq`) with each read, so a describe
+right after a submit sees the submit, whichever admission instance answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.message import Message
+
+from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
+from quartermaster.api.qm.v1 import quartermaster_pb2_grpc as rpc
+
+R = TypeVar("R", bound=Message)
+
+STRATEGIES = {
+    "RESERVE": pb.SHARING_STRATEGY_RESERVE,
+    "LEND": pb.SHARING_STRATEGY_LEND,
+    "LEND_AND_BORROW": pb.SHARING_STRATEGY_LEND_AND_BORROW,
+}
+
+
+class QuartermasterError(Exception):
+    """A call failed; `code` is the gRPC status, `details` names the field at fault."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(f"{code.name}: {details}")
+        self.code = code
+        self.details = details
+
+    @classmethod
+    def from_api_error(cls, error: pb.ApiError, subject: str) -> QuartermasterError:
+        """One item's error in a batch response (the code is a gRPC status name)."""
+        code = getattr(grpc.StatusCode, error.code, grpc.StatusCode.UNKNOWN)
+        return cls(code, f"{subject}: {error.field}: {error.message}")
+
+
+def limits(capacity: dict[str, int]) -> list[pb.CapacityLimit]:
+    return [pb.CapacityLimit(capacity_unit=u, max_capacity=n) for u, n in capacity.items()]
+
+
+class Quartermaster:
+    def __init__(self, address: str = "127.0.0.1:50051", timeout: float = 30.0) -> None:
+        self.address = address
+        self.timeout = timeout
+        self.channel = grpc.insecure_channel(address)
+        self.quota = rpc.QuotaManagementStub(self.channel)
+        self.jobs = rpc.ServiceJobsStub(self.channel)
+        self.pools = rpc.WarmPoolsStub(self.channel)
+        self.nodes = rpc.NodesStub(self.channel)
+        self.seq = 0
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def __enter__(self) -> Quartermaster:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def call(self, method: Any, request: Message) -> Any:
+        """Unary call carrying the read-your-writes position both ways."""
+        try:
+            response, call = method.with_call(
+                request, timeout=self.timeout, metadata=(("x-qm-min-seq", str(self.seq)),)
+            )
+        except grpc.RpcError as err:
+            raise QuartermasterError(err.code(), err.details() or "") from err
+        for key, value in call.initial_metadata() or ():
+            if key == "x-qm-seq":
+                self.seq = max(self.seq, int(value))
+        return response
+
+    # ---- administration -------------------------------------------------
+    def create_service_environment(self, name: str, capacity: dict[str, int]) -> Any:
+        return self.call(
+            self.quota.CreateServiceEnvironment,
+            pb.CreateServiceEnvironmentRequest(
+                service_environment_name=name, capacity_limits=limits(capacity)
+            ),
+        )
+
+    def create_scheduling_policy(self, name: str) -> Any:
+        return self.call(
+            self.quota.CreateSchedulingPolicy,
+            pb.CreateSchedulingPolicyRequest(
+                name=name,
+                quota_share_policy=pb.QuotaSharePolicy(
+                    idle_resource_assignment_strategy=pb.IDLE_RESOURCE_ASSIGNMENT_STRATEGY_FIFO
+                ),
+            ),
+        )
+
+    def create_job_queue(self, name: str, service_environment: str, scheduling_policy: str) -> Any:
+        return self.call(
+            self.quota.CreateJobQueue,
+            pb.CreateJobQueueRequest(
+                job_queue_name=name,
+                scheduling_policy_arn=scheduling_policy,
+                service_environment_order=[
+                    pb.ServiceEnvironmentOrder(order=1, service_environment=service_environment)
+                ],
+            ),
+        )
+
+    def _share_fields(
+        self, strategy: str, borrow_limit: int | None, in_share_preemption: bool | None
+    ) -> dict[str, Any]:
+        fields: dict[str, Any] = {
+            "resource_sharing_configuration": pb.ResourceSharingConfiguration(
+                strategy=STRATEGIES[strategy], borrow_limit=borrow_limit
+            )
+        }
+        if in_share_preemption is not None:
+            fields["preemption_configuration"] = pb.QuotaSharePreemptionConfiguration(
+                in_share_preemption=pb.IN_SHARE_PREEMPTION_ENABLED
+                if in_share_preemption
+                else pb.IN_SHARE_PREEMPTION_DISABLED
+            )
+        return fields
+
+    def create_quota_share(
+        self,
+        job_queue: str,
+        name: str,
+        capacity: dict[str, int],
+        strategy: str = "LEND_AND_BORROW",
+        borrow_limit: int | None = None,
+        in_share_preemption: bool = False,
+    ) -> Any:
+        return self.call(
+            self.quota.CreateQuotaShare,
+            pb.CreateQuotaShareRequest(
+                job_queue=job_queue,
+                quota_share_name=name,
+                capacity_limits=limits(capacity),
+                **self._share_fields(strategy, borrow_limit, in_share_preemption),
+            ),
+        )
+
+    def update_quota_share(
+        self,
+        job_queue: str,
+        name: str,
+        capacity: dict[str, int],
+        strategy: str = "LEND_AND_BORROW",
+        borrow_limit: int | None = None,
+        in_share_preemption: bool | None = None,
+    ) -> Any:
+        return self.call(
+            self.quota.UpdateQuotaShare,
+            pb.UpdateQuotaShareRequest(
+                job_queue=job_queue,
+                quota_share_name=name,
+                capacity_limits=limits(capacity),
+                **self._share_fields(strategy, borrow_limit, in_share_preemption),
+            ),
+        )
+
+    def delete_quota_share(self, job_queue: str, name: str) -> Any:
+        return self.call(
+            self.quota.DeleteQuotaShare,
+            pb.DeleteQuotaShareRequest(job_queue=job_queue, quota_share_name=name),
+        )
+
+    def describe_quota_share(self, job_queue: str, name: str) -> Any:
+        return self.call(
+            self.quota.DescribeQuotaShare,
+            pb.DescribeQuotaShareRequest(job_queue=job_queue, quota_share_name=name),
+        )
+
+    def list_quota_shares(self, job_queue: str) -> list[Any]:
+        return list(
+            self.call(
+                self.quota.ListQuotaShares, pb.ListQuotaSharesRequest(job_queue=job_queue)
+            ).quota_shares
+        )
+
+    def queue_snapshot(self, job_queue: str, max_results: int = 20) -> Any:
+        return self.call(
+            self.quota.GetJobQueueSnapshot,
+            pb.GetJobQueueSnapshotRequest(job_queue=job_queue, max_results=max_results),
+        )
+
+    def describe_job_queues(self, names: Sequence[str] = ()) -> list[Any]:
+        return list(
+            self.call(
+                self.quota.DescribeJobQueues, pb.DescribeJobQueuesRequest(job_queues=list(names))
+            ).job_queues
+        )
+
+    def describe_service_environments(self, names: Sequence[str] = ()) -> list[Any]:
+        request = pb.DescribeServiceEnvironmentsRequest(service_environments=list(names))
+        return list(self.call(self.quota.DescribeServiceEnvironments, request).service_environments)
+
+    # ---- jobs, pools, nodes -----------------------------------------------
+    def describe_job(self, job_id: str) -> Any:
+        return self.call(
+            self.jobs.DescribeServiceJob, pb.DescribeServiceJobRequest(job_id=job_id)
+        ).job
+
+    def list_jobs(self, job_queue: str, status: str | None = None, **filters: str) -> list[Any]:
+        out: list[Any] = []
+        token = ""
+        while True:
+            request = pb.ListServiceJobsRequest(
+                job_queue=job_queue,
+                job_status=pb.JobStatus.Value(f"JOB_STATUS_{status}") if status else 0,
+                filters=[pb.KeyValuesPair(name=k, values=[v]) for k, v in filters.items()],
+                max_results=100,
+                next_token=token,
+            )
+            response = self.call(self.jobs.ListServiceJobs, request)
+            out.extend(response.job_summary_list)
+            token = response.next_token
+            if not token:
+                return out
+
+    def watch(
+        self, job_ids: Sequence[str] = (), job_queue: str = "", timeout: float | None = None
+    ) -> Iterator[Any]:
+        request = pb.WatchServiceJobsRequest(job_queue=job_queue, job_ids=list(job_ids))
+        try:
+            yield from self.jobs.WatchServiceJobs(request, timeout=timeout)
+        except grpc.RpcError as err:
+            if err.code() is grpc.StatusCode.DEADLINE_EXCEEDED:
+                return
+            raise QuartermasterError(err.code(), err.details() or "") from err
+
+    def list_warm_pools(self, status: str | None = None) -> list[Any]:
+        value = pb.WarmPoolStatus.Value(f"WARM_POOL_STATUS_{status}") if status else 0
+        request = pb.ListWarmPoolsRequest(status=value)
+        return list(self.call(self.pools.ListWarmPools, request).warm_pool_summaries)
+
+    def update_warm_pool(self, job_id: str, keep_alive_seconds: int) -> Any:
+        return self.call(
+            self.pools.UpdateWarmPool,
+            pb.UpdateWarmPoolRequest(
+                job_id=job_id, keep_alive_period_in_seconds=keep_alive_seconds
+            ),
+        )
+
+    def list_nodes(self) -> list[Any]:
+        return list(self.call(self.nodes.ListNodes, pb.ListNodesRequest()).nodes)
+
+    def drain_node(self, host_id: str) -> Any:
+        return self.call(self.nodes.DrainNode, pb.DrainNodeRequest(host_id=host_id))
