@@ -43,7 +43,8 @@ class UnitPass:
         self.consumed_pools: set[str] = set()
         self.victimised: set[str] = set()
         # Units held by attempts whose stop is pending: free soon, promised once.
-        self.incoming = {n: state.stopping[(queue, n, unit)] for n in self.shares}
+        self.stopping = {n: state.stopping[(queue, n, unit)] for n in self.shares}
+        self.incoming = dict(self.stopping)
 
     # ---- capacity arithmetic (spec section 3) -------------------------------
     def own(self, name: str) -> int:
@@ -235,8 +236,9 @@ class UnitPass:
         if self._execute(name, job, self._plan(name, job, own_pools, []), "warm pool"):
             return
         if self.use[name] + job.count <= self.own(name):
-            over = {n: self.use[n] - self.own(n) for n in self.shares if self.use[n] > self.own(n)}
-            over.pop(name, None)
+            # Units already stopping no longer count as borrowed: they are on their way back.
+            over = {n: self.use[n] - self.stopping[n] - self.own(n) for n in self.shares}
+            over = {n: units for n, units in over.items() if units > 0 and n != name}
             plan = self._plan(name, job, self._pools_of(over), self._candidates(over), over)
             if self._execute(name, job, plan, f"capacity reclaimed by quota share {name}"):
                 return
@@ -250,12 +252,16 @@ class UnitPass:
     # ---- making room ------------------------------------------------------
     def _waits_for_incoming(self, name: str, job: Job) -> bool:
         """Attempts already stopping will free enough: wait for them, preempt nothing more."""
-        freed = [(s, u) for s, u in self.incoming.items() if u > 0]
-        if not freed or not self.fits_after(name, job, freed):
-            return False
-        for share in self.incoming:
-            self.incoming[share] = 0
-        return True
+        freed: Freed = []
+        for share, units in self.incoming.items():
+            if units <= 0:
+                continue
+            freed.append((share, units))
+            if self.fits_after(name, job, freed):
+                for promised, _ in freed:  # promised to this head; later heads look further
+                    self.incoming[promised] = 0
+                return True
+        return False
 
     def _pools_of(self, names: Iterable[str]) -> list[WarmPool]:
         wanted = set(names)

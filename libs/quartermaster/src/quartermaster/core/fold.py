@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import msgspec
+
 from quartermaster import events as ev
 from quartermaster.core import lifecycle
 from quartermaster.core.model import (
@@ -130,7 +132,7 @@ def _submitted(state: State, e: ev.JobSubmitted) -> None:
         preemption_retries=e.preemption_retries,
         timeout_seconds=min(limits) if limits else None,
         keep_alive_seconds=e.keep_alive_seconds,
-        warm_pool_key=e.warm_pool_key,
+        warm_pool_key=_as_sets(e.warm_pool_key),
         payload=e.payload,
         tags=dict(e.tags),
         client_token=e.client_token,
@@ -138,6 +140,16 @@ def _submitted(state: State, e: ev.JobSubmitted) -> None:
     )
     state.jobs[job.job_id] = job
     state.enqueue(job)
+
+
+def _as_sets(key: ev.WarmPoolKey) -> ev.WarmPoolKey:
+    """Security groups, subnets and session tag keys match as sets, not as lists."""
+    return msgspec.structs.replace(
+        key,
+        security_group_ids=tuple(sorted(set(key.security_group_ids))),
+        subnets=tuple(sorted(set(key.subnets))),
+        session_tag_keys=tuple(sorted(set(key.session_tag_keys))),
+    )
 
 
 @_on(ev.JobPriorityUpdated)
@@ -163,12 +175,12 @@ def _terminate(state: State, e: ev.JobTerminationRequested) -> None:
     job = state.jobs.get(e.job_id)
     if job is None or job.status in TERMINAL_STATUSES:
         return
-    if job.awaiting_outcome:
-        state.awaiting_outcome.discard(job.job_id)
-        job.awaiting_outcome = False
-    if job.status is JobStatus.RUNNABLE:
+    ended = job.awaiting_outcome  # the attempt already ended; only its outcome was pending
+    if ended:
+        lifecycle.settle_outcome(state, job)
+    if job.status is JobStatus.RUNNABLE and not ended:
         state.dequeue(job)
-    was_active = job.status in ACTIVE_STATUSES
+    was_active = job.status in ACTIVE_STATUSES and not ended
     job.status = JobStatus.FAILED
     job.status_reason = e.reason
     job.is_terminated = True
@@ -473,8 +485,12 @@ def _keep_alive(state: State, e: ev.WarmPoolKeepAliveUpdated) -> None:
     assert pool.available_since is not None
     state.unindex_pool(pool)
     pool.user_terminated = e.keep_alive_seconds == 0
-    pool.expires_at = min(
-        pool.available_since + e.keep_alive_seconds,
-        pool.chain_started_at + lifecycle.MAX_CHAIN_SECONDS,
+    # Never in the past: the pool is billed for the time it sat Available until now.
+    pool.expires_at = max(
+        e.at,
+        min(
+            pool.available_since + e.keep_alive_seconds,
+            pool.chain_started_at + lifecycle.MAX_CHAIN_SECONDS,
+        ),
     )
     state.index_pool(pool)

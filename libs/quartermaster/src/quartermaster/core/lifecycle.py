@@ -12,9 +12,10 @@ from quartermaster.core.model import (
     Job,
     JobStatus,
     StopCause,
+    WarmPoolStatus,
 )
 from quartermaster.core.state import State
-from quartermaster.events import FailureClass
+from quartermaster.events import FailureClass, WarmPoolTerminationReason
 
 MAX_CHAIN_SECONDS = 28 * 24 * 3600
 RECENT_PREEMPTIONS = 10
@@ -155,6 +156,7 @@ def release(state: State, job: Job, keep: bool) -> None:
         if job.status in (JobStatus.SUCCEEDED, JobStatus.FAILED):
             state.retained.add(job.job_id)
         return
+    _end_in_use_pool(state, job)
     env = state.environment_of(job.queue)
     for host_id in job.hosts:
         host = state.hosts[host_id]
@@ -164,6 +166,24 @@ def release(state: State, job: Job, keep: bool) -> None:
     job.hosts = ()
     job.retained = False
     state.retained.discard(job.job_id)
+
+
+def _end_in_use_pool(state: State, job: Job) -> None:
+    """The pool this job took ends with it when the job leaves no pool of its own."""
+    pool = state.pools.get(job.job_id)
+    if pool is None or pool.status is not WarmPoolStatus.IN_USE:
+        return
+    if job.stop_cause is StopCause.PREEMPTED:
+        reason = WarmPoolTerminationReason.CAPACITY_RECLAIMED
+    elif job.stop_cause is StopCause.HOST_LOST or job.failure is FailureClass.INFRASTRUCTURE_ERROR:
+        reason = WarmPoolTerminationReason.HOST_UNHEALTHY
+    elif state.now >= pool.chain_started_at + MAX_CHAIN_SECONDS:
+        reason = WarmPoolTerminationReason.MAX_LIFETIME_REACHED
+    else:
+        reason = WarmPoolTerminationReason.EXPIRED
+    pool.status = WarmPoolStatus.TERMINATED
+    pool.termination_reason = reason
+    pool.hosts = ()
 
 
 def make_runnable(state: State, job: Job, reason: str) -> None:
