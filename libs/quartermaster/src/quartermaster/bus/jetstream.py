@@ -1,0 +1,428 @@
+"""The event log port over a JetStream stream (file storage, one stream per deployment).
+
+Every append is a JetStream publish that waits for its ack and returns the stream
+sequence. Idempotence comes from `Nats-Msg-Id` (dedupe within the stream's duplicate
+window); races are fenced with `Nats-Expected-Last-Sequence`. Reads use an ordered push
+consumer (flow controlled, no acks), which is the fast path for catch-up and replay.
+
+Order semantics of `append_batch`: items are sent in list order on one connection and
+the server stores them in that order, so their seqs ascend in list order. Other appends
+on the same connection (or other connections) may land between them: a batch is
+pipelined, not atomic. Pass `expected_last_seq` (and a msg id on every item) to make it
+gap-free: the first item expects the stream to end at `expected_last_seq`, each later
+item expects the stream's last msg id to be its predecessor's (`Nats-Expected-Last-Msg-Id`),
+so once a foreign message gets in, every item after it is fenced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+from types import TracebackType
+from typing import NamedTuple
+
+import nats
+import nats.js.errors
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+from nats.js.api import StorageType, StreamConfig
+
+from quartermaster.bus.errors import (
+    BatchAppendError,
+    BusError,
+    FencedAppendError,
+    PermanentBusError,
+    TransientBusError,
+)
+from quartermaster.bus.puback import (
+    WRONG_LAST_MSG_ID,
+    WRONG_LAST_SEQUENCE,
+    AckInbox,
+    PubAck,
+    PubRejected,
+)
+from quartermaster.bus.reader import OrderedReader
+from quartermaster.bus.translate import NATS_FAILURES, bus_error
+
+log = logging.getLogger(__name__)
+
+MSG_ID = "Nats-Msg-Id"
+EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
+EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
+_STREAM_NAME_IN_USE = 10058  # a stream with this name exists with another config
+
+BatchItem = tuple[str, bytes, str | None]  # subject, data, msg id
+
+
+class LogEntry(NamedTuple):
+    seq: int
+    subject: str
+    data: bytes
+    headers: Mapping[str, str]
+
+
+class JetStreamLog:
+    """Append to and read from stream `stream`, which holds subjects `<prefix>.>`."""
+
+    def __init__(
+        self,
+        nc: NatsClient,
+        stream: str,
+        subjects_prefix: str,
+        *,
+        owns_connection: bool,
+        timeout_s: float = 5.0,
+        max_in_flight: int = 1024,
+    ) -> None:
+        self._nc = nc
+        self._js: JetStreamContext = nc.jetstream(timeout=timeout_s)
+        self._stream = stream
+        self._prefix = subjects_prefix
+        self._owns_connection = owns_connection
+        self._timeout_s = timeout_s
+        self._max_in_flight = max_in_flight
+        self._acks = AckInbox(nc)
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str,
+        stream: str = "QM",
+        subjects_prefix: str = "qm",
+        *,
+        duplicate_window_s: float = 120.0,
+        timeout_s: float = 5.0,
+        max_in_flight: int = 1024,
+        connection_name: str = "quartermaster",
+    ) -> JetStreamLog:
+        """Connect, then create the stream or update it to this config."""
+        try:
+            nc = await nats.connect(
+                url,
+                name=connection_name,
+                connect_timeout=timeout_s,
+                error_cb=_log_async_error,
+                disconnected_cb=_log_disconnected,
+                reconnected_cb=_log_reconnected,
+            )
+        except NATS_FAILURES as err:
+            raise bus_error(err, f"connect to {url}") from err
+        self = cls(
+            nc,
+            stream,
+            subjects_prefix,
+            owns_connection=True,
+            timeout_s=timeout_s,
+            max_in_flight=max_in_flight,
+        )
+        try:
+            await self.ensure_stream(duplicate_window_s=duplicate_window_s)
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    @classmethod
+    async def attach(
+        cls,
+        nc: NatsClient,
+        stream: str = "QM",
+        subjects_prefix: str = "qm",
+        *,
+        duplicate_window_s: float = 120.0,
+        timeout_s: float = 5.0,
+    ) -> JetStreamLog:
+        """Use a connection owned by the caller (`close()` leaves it open)."""
+        self = cls(nc, stream, subjects_prefix, owns_connection=False, timeout_s=timeout_s)
+        await self.ensure_stream(duplicate_window_s=duplicate_window_s)
+        return self
+
+    @property
+    def stream(self) -> str:
+        return self._stream
+
+    @property
+    def prefix(self) -> str:
+        return self._prefix
+
+    @property
+    def nc(self) -> NatsClient:
+        return self._nc
+
+    @property
+    def js(self) -> JetStreamContext:
+        return self._js
+
+    def dlq_subject(self, subject: str) -> str:
+        """`qm.cmd.submit` -> `qm.dlq.cmd.submit` (the prefix is not repeated)."""
+        rest = subject.removeprefix(f"{self._prefix}.")
+        return f"{self._prefix}.dlq.{rest}"
+
+    async def ensure_stream(self, *, duplicate_window_s: float = 120.0) -> None:
+        config = StreamConfig(
+            name=self._stream,
+            subjects=[f"{self._prefix}.>"],
+            storage=StorageType.FILE,
+            duplicate_window=duplicate_window_s,
+            allow_direct=True,
+        )
+        try:
+            try:
+                await self._js.add_stream(config)
+            except nats.js.errors.BadRequestError as err:
+                if err.err_code != _STREAM_NAME_IN_USE:
+                    raise
+                await self._js.update_stream(config)
+        except NATS_FAILURES as err:
+            raise bus_error(err, f"create stream {self._stream}") from err
+
+    async def append(
+        self,
+        subject: str,
+        data: bytes,
+        msg_id: str | None = None,
+        expected_last_seq: int | None = None,
+        *,
+        expected_last_subject_seq: int | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> int:
+        """Store one message and return its stream seq.
+
+        A repeated `msg_id` (within the duplicate window) returns the first seq. With
+        `expected_last_seq`, the append succeeds only if the stream ends at that seq, else
+        `FencedAppendError`; a retry of an append that already went through (same
+        msg id, same expectation) returns its seq instead of being fenced.
+        """
+        hdrs = _headers(
+            msg_id,
+            expected_last_seq=expected_last_seq,
+            expected_last_subject_seq=expected_last_subject_seq,
+            extra=headers,
+        )
+        try:
+            ack = await self._await_ack(subject, await self._send(subject, data, hdrs))
+        except PubRejected as err:
+            if err.code != WRONG_LAST_SEQUENCE:
+                raise
+            seq = await self._already_stored(subject, msg_id, expected_last_seq)
+            if seq is not None:
+                return seq
+            expected = expected_last_seq if expected_last_seq is not None else -1
+            if expected_last_subject_seq is not None:
+                expected = expected_last_subject_seq
+            raise FencedAppendError(
+                subject, expected, err.actual_last_seq(), err.description
+            ) from err
+        return ack.seq
+
+    async def append_batch(
+        self, items: Sequence[BatchItem], *, expected_last_seq: int | None = None
+    ) -> list[int]:
+        """Pipeline the appends (up to `max_in_flight` unacked) and return seqs in order.
+
+        See the module docstring for order semantics. On failure raises a
+        `BatchAppendError` that says which items were stored (`seqs`) and why the others
+        were not (`errors`). Retrying a fenced batch that went through returns its seqs.
+        """
+        if expected_last_seq is not None and any(msg_id is None for _, _, msg_id in items):
+            raise PermanentBusError("a fenced batch needs a msg id on every item")
+        window = asyncio.Semaphore(self._max_in_flight)
+        futures: list[asyncio.Future[PubAck]] = []
+        previous_id: str | None = None
+        for index, (subject, data, msg_id) in enumerate(items):
+            if expected_last_seq is None:
+                headers = _headers(msg_id)
+            elif index == 0:
+                headers = _headers(msg_id, expected_last_seq=expected_last_seq)
+            else:
+                headers = _headers(msg_id, expected_last_msg_id=previous_id)
+            previous_id = msg_id
+            await window.acquire()
+            try:
+                future = await self._send(subject, data, headers)
+            except BusError:
+                window.release()
+                for sent in futures:
+                    sent.cancel()
+                raise
+            future.add_done_callback(lambda _: window.release())
+            futures.append(future)
+        seqs: list[int | None] = []
+        errors: dict[int, BusError] = {}
+        for index, future in enumerate(futures):
+            subject, _, msg_id = items[index]
+            try:
+                seqs.append((await self._await_ack(subject, future)).seq)
+                continue
+            except PubRejected as err:
+                failure: BusError = err
+                fenced = err.code in (WRONG_LAST_SEQUENCE, WRONG_LAST_MSG_ID)
+                if fenced and expected_last_seq is not None:
+                    expected = expected_last_seq + index
+                    seq = await self._already_stored(subject, msg_id, expected)
+                    if seq is not None:
+                        seqs.append(seq)  # a retried batch: this item went in before
+                        continue
+                    failure = FencedAppendError(
+                        subject, expected, err.actual_last_seq(), err.description
+                    )
+            except BusError as err:
+                failure = err
+            seqs.append(None)
+            errors[index] = failure
+        if errors:
+            raise BatchAppendError.of(seqs, errors)
+        return [seq for seq in seqs if seq is not None]
+
+    async def read(
+        self,
+        from_seq: int = 1,
+        until_seq: int | None = None,
+        *,
+        subject_filter: str | None = None,
+    ) -> AsyncIterator[LogEntry]:
+        """Yield entries from `from_seq` on; stop after `until_seq` (inclusive) or follow live.
+
+        `subject_filter` narrows to matching subjects (default: all of `<prefix>.>`).
+        Close the iterator (`contextlib.aclosing`) when leaving early so its consumer
+        goes away at once.
+        """
+        if until_seq is not None and (until_seq < from_seq or until_seq < 1):
+            return
+        reader = OrderedReader(
+            self._nc, self._js, self._stream, subject_filter or f"{self._prefix}.>", from_seq
+        )
+        await reader.start()
+        try:
+            while True:
+                entry = await reader.next(timeout=None if until_seq is None else 0.2)
+                if entry is None:
+                    # Nothing came for a while: done if no match up to until_seq can come.
+                    assert until_seq is not None
+                    if await reader.pending() == 0 and await self.last_seq() >= until_seq:
+                        return
+                    continue
+                yield LogEntry(entry.seq, entry.subject, entry.data, entry.headers)
+                if until_seq is not None and (
+                    entry.seq >= until_seq
+                    or (entry.num_pending == 0 and await self.last_seq() >= until_seq)
+                ):
+                    return
+        finally:
+            await reader.stop()
+
+    async def last_seq(self) -> int:
+        """Seq of the newest message in the stream (0 when empty)."""
+        try:
+            info = await self._js.stream_info(self._stream)
+        except NATS_FAILURES as err:
+            raise bus_error(err, f"stream info {self._stream}") from err
+        return int(info.state.last_seq)
+
+    async def delete_stream(self) -> None:
+        try:
+            await self._js.delete_stream(self._stream)
+        except nats.js.errors.NotFoundError:
+            return
+        except NATS_FAILURES as err:
+            raise bus_error(err, f"delete stream {self._stream}") from err
+
+    async def close(self) -> None:
+        await self._acks.stop()
+        if self._owns_connection and not self._nc.is_closed:
+            # Not drain(): it waits (30 s) on subscriptions holding messages nobody will
+            # read, e.g. a pull subscription's late "request timeout" status messages.
+            with contextlib.suppress(*NATS_FAILURES):
+                await self._nc.flush(timeout=self._timeout_s)
+            await self._nc.close()
+
+    async def __aenter__(self) -> JetStreamLog:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def _send(
+        self, subject: str, data: bytes, headers: dict[str, str] | None
+    ) -> asyncio.Future[PubAck]:
+        try:
+            return await self._acks.publish(subject, data, headers)
+        except NATS_FAILURES as err:
+            raise bus_error(err, f"append to {subject}") from err
+
+    async def _await_ack(self, subject: str, future: asyncio.Future[PubAck]) -> PubAck:
+        if future.done():
+            return future.result()  # the common case inside a batch: no timer needed
+        try:
+            return await asyncio.wait_for(future, self._timeout_s)
+        except TimeoutError as err:
+            raise TransientBusError(
+                f"append to {subject}: no ack within {self._timeout_s}s (it may be stored; "
+                "retry with the same msg id)"
+            ) from err
+
+    async def _already_stored(
+        self, subject: str, msg_id: str | None, expected_last_seq: int | None
+    ) -> int | None:
+        """After a fence: is this msg id already stored by an earlier try of this append?
+
+        The server checks expectations before dedupe, so a retried fenced append that went
+        through the first time is fenced, not deduped. If it went through, it sits right
+        after the expected seq (or is the subject's last message).
+        """
+        if msg_id is None:
+            return None
+        try:
+            if expected_last_seq is not None:
+                stored = await self._js.get_msg(self._stream, seq=expected_last_seq + 1)
+            else:
+                stored = await self._js.get_last_msg(self._stream, subject)
+        except nats.js.errors.NotFoundError:
+            return None
+        except NATS_FAILURES as err:
+            raise bus_error(err, f"check msg id {msg_id}") from err
+        if stored.subject == subject and (stored.headers or {}).get(MSG_ID) == msg_id:
+            return int(stored.seq or 0) or None
+        return None
+
+
+def _headers(
+    msg_id: str | None,
+    *,
+    expected_last_seq: int | None = None,
+    expected_last_subject_seq: int | None = None,
+    expected_last_msg_id: str | None = None,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str] | None:
+    headers: dict[str, str] = dict(extra) if extra else {}
+    if msg_id is not None:
+        if not msg_id:
+            raise PermanentBusError("msg_id must not be empty")
+        headers[MSG_ID] = msg_id
+    if expected_last_seq is not None:
+        headers[EXPECTED_LAST_SEQ] = str(expected_last_seq)
+    if expected_last_subject_seq is not None:
+        headers[EXPECTED_LAST_SUBJECT_SEQ] = str(expected_last_subject_seq)
+    if expected_last_msg_id is not None:
+        headers[EXPECTED_LAST_MSG_ID] = expected_last_msg_id
+    return headers or None
+
+
+async def _log_async_error(err: Exception) -> None:
+    log.warning("nats error: %s", err)
+
+
+async def _log_disconnected() -> None:
+    log.info("nats disconnected")
+
+
+async def _log_reconnected() -> None:
+    log.info("nats reconnected")

@@ -1,0 +1,237 @@
+"""An ordered push consumer that reads a stream in order, fast, with backpressure.
+
+Why not nats-py's `subscribe(ordered_consumer=True)`: with `next_msg` it costs a task
+and a timer per message (~15k msg/s here); with a callback it answers flow control as
+soon as messages arrive, so a slow reader buffers without bound. This reader keeps the
+callback's speed and answers each flow-control request only when the reader has taken
+every message that came before it, so the server never runs more than its flow-control
+window ahead.
+
+Like the Go client's ordered consumer: ack none, one delivery, memory storage, idle
+heartbeats. A consumer-sequence gap, a heartbeat that reports messages we did not get,
+or silence for three heartbeats recreates the consumer from the next stream seq.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from dataclasses import dataclass
+
+import nats.js.errors
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from quartermaster.bus.translate import NATS_FAILURES, bus_error
+
+log = logging.getLogger(__name__)
+
+_STATUS = "Status"
+_DESCRIPTION = "Description"
+_LAST_CONSUMER = "Nats-Last-Consumer"
+_CONSUMER_STALLED = "Nats-Consumer-Stalled"
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    seq: int
+    subject: str
+    data: bytes
+    headers: dict[str, str]
+    num_pending: int
+
+
+@dataclass(frozen=True, slots=True)
+class _FlowControl:
+    reply: str
+    generation: int
+
+
+class OrderedReader:
+    """Deliveries of `filter_subject` in `stream` from `start_seq` on, in stream order."""
+
+    def __init__(
+        self,
+        nc: NatsClient,
+        js: JetStreamContext,
+        stream: str,
+        filter_subject: str,
+        start_seq: int,
+        *,
+        heartbeat_s: float = 5.0,
+    ) -> None:
+        self._nc = nc
+        self._js = js
+        self._stream = stream
+        self._filter = filter_subject
+        self._next_seq = max(start_seq, 1)  # stream seq to restart from after a reset
+        self._heartbeat_s = heartbeat_s
+        self._buffer: collections.deque[Delivered | _FlowControl] = collections.deque()
+        self._arrived = asyncio.Event()
+        self._generation = 0
+        self._expected_dseq = 1
+        self._reset_needed = False
+        self._last_activity = time.monotonic()
+        self._sub: Subscription | None = None
+        self._consumer: str | None = None
+
+    @property
+    def consumer(self) -> str | None:
+        """Name of the server-side consumer now feeding this reader."""
+        return self._consumer
+
+    async def start(self) -> None:
+        await self._create()
+
+    async def next(self, timeout: float | None) -> Delivered | None:
+        """The next delivery, or None if none came within `timeout` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            while self._buffer:
+                item = self._buffer.popleft()
+                if isinstance(item, Delivered):
+                    return item
+                if item.generation == self._generation:
+                    await self._publish_quietly(item.reply)
+            if self._reset_needed:
+                await self._reset()
+                continue
+            self._arrived.clear()
+            wait = 3 * self._heartbeat_s
+            if deadline is not None:
+                wait = min(wait, deadline - time.monotonic())
+                if wait <= 0:
+                    return None
+            try:
+                await asyncio.wait_for(self._arrived.wait(), wait)
+            except TimeoutError:
+                if time.monotonic() - self._last_activity > 3 * self._heartbeat_s:
+                    log.info("ordered reader on %s: no heartbeat, recreating", self._stream)
+                    self._reset_needed = True
+
+    async def pending(self) -> int:
+        """Messages the server still has to deliver to this reader (beyond those sent)."""
+        if self._consumer is None:
+            return 1
+        try:
+            info = await self._js.consumer_info(self._stream, self._consumer)
+        except nats.js.errors.NotFoundError:
+            return 1  # being recreated; unknown
+        except NATS_FAILURES as err:
+            raise bus_error(err, f"read {self._stream}") from err
+        return int(info.num_pending or 0)
+
+    async def stop(self) -> None:
+        await self._drop_consumer()
+
+    async def _create(self) -> None:
+        self._generation += 1
+        self._expected_dseq = 1
+        self._reset_needed = False
+        self._last_activity = time.monotonic()
+        generation = self._generation
+        inbox = self._nc.new_inbox()
+
+        async def on_message(msg: Msg) -> None:
+            self._on_message(msg, generation)
+
+        config = ConsumerConfig(
+            deliver_subject=inbox,
+            filter_subject=self._filter,
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+            opt_start_seq=self._next_seq,
+            ack_policy=AckPolicy.NONE,
+            max_deliver=1,
+            flow_control=True,
+            idle_heartbeat=self._heartbeat_s,
+            mem_storage=True,
+            num_replicas=1,
+            inactive_threshold=max(30.0, 6 * self._heartbeat_s),
+        )
+        try:
+            self._sub = await self._nc.subscribe(
+                inbox, cb=on_message, pending_msgs_limit=-1, pending_bytes_limit=-1
+            )
+            info = await self._js.add_consumer(self._stream, config=config)
+        except NATS_FAILURES as err:
+            await self._drop_consumer()
+            raise bus_error(err, f"read {self._stream} from {self._next_seq}") from err
+        self._consumer = info.name
+
+    async def _reset(self) -> None:
+        await self._drop_consumer()
+        await self._create()
+
+    async def _drop_consumer(self) -> None:
+        sub, self._sub = self._sub, None
+        consumer, self._consumer = self._consumer, None
+        if sub is not None:
+            try:
+                await sub.unsubscribe()
+            except NATS_FAILURES as err:
+                log.debug("ordered reader unsubscribe failed: %s", err)
+        if consumer is not None and not self._nc.is_closed:
+            try:
+                await self._js.delete_consumer(self._stream, consumer)
+            except NATS_FAILURES as err:
+                log.debug("ordered reader could not delete consumer %s: %s", consumer, err)
+
+    def _on_message(self, msg: Msg, generation: int) -> None:
+        if generation != self._generation:
+            return  # a message for a consumer we already dropped
+        self._last_activity = time.monotonic()
+        headers = msg.headers
+        if not msg.data and headers and headers.get(_STATUS) == "100":
+            self._on_control(msg, headers, generation)
+            return
+        sseq, dseq, pending = _ack_fields(msg)
+        if dseq != self._expected_dseq:
+            log.info(
+                "ordered reader on %s: consumer seq %d, expected %d; recreating",
+                self._stream,
+                dseq,
+                self._expected_dseq,
+            )
+            self._reset_needed = True
+            self._arrived.set()
+            return
+        self._expected_dseq = dseq + 1
+        self._next_seq = sseq + 1
+        self._buffer.append(Delivered(sseq, msg.subject, msg.data, headers or {}, pending))
+        self._arrived.set()
+
+    def _on_control(self, msg: Msg, headers: dict[str, str], generation: int) -> None:
+        description = headers.get(_DESCRIPTION, "")
+        if description.startswith("FlowControl") and msg.reply:
+            # Answer once the reader has taken everything that came before this.
+            self._buffer.append(_FlowControl(msg.reply, generation))
+            self._arrived.set()
+        elif description.startswith("Idle"):
+            stalled = headers.get(_CONSUMER_STALLED)
+            if stalled:
+                self._buffer.append(_FlowControl(stalled, generation))
+                self._arrived.set()
+            last = headers.get(_LAST_CONSUMER)
+            if last is not None and int(last) != self._expected_dseq - 1:
+                self._reset_needed = True
+                self._arrived.set()
+
+    async def _publish_quietly(self, subject: str) -> None:
+        try:
+            await self._nc.publish(subject, b"")
+        except NATS_FAILURES as err:
+            log.debug("flow control reply failed: %s", err)
+
+
+def _ack_fields(msg: Msg) -> tuple[int, int, int]:
+    """Stream seq, consumer seq and pending count from the ack subject."""
+    tokens = msg.reply.split(".")
+    if len(tokens) == 9:  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>
+        return int(tokens[5]), int(tokens[6]), int(tokens[8])
+    meta = msg.metadata  # newer form with domain and account hash
+    return meta.sequence.stream, meta.sequence.consumer, meta.num_pending

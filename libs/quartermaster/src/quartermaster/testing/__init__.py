@@ -1,0 +1,4 @@
+"""Test support: pytest fixtures with real servers.
+
+Use `pytest_plugins = ["quartermaster.testing.servers"]` in a conftest.
+"""

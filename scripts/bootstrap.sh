@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install everything Quartermaster needs on a fresh Debian machine, idempotently:
+# a virtualenv with the shared libs and every service (editable), and, as root,
+# a local Docker engine plus the locally built test images (no registry pulls).
+#
+#   bash scripts/bootstrap.sh            # venv + docker engine + test images
+#   QM_SKIP_DOCKER=1 bash scripts/bootstrap.sh   # venv only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python=${PYTHON:-python3}
+if [[ ! -x .venv/bin/python ]]; then
+    "$python" -m venv .venv
+fi
+stamp=.venv/.qm-installed
+inputs=$(cat libs/quartermaster/pyproject.toml services/*/pyproject.toml | sha256sum | cut -c1-16)
+if [[ ! -f $stamp || $(cat "$stamp") != "$inputs" ]]; then
+    .venv/bin/python -m pip install -q --upgrade pip
+    .venv/bin/python -m pip install -q \
+        -e "libs/quartermaster[dev]" \
+        -e services/scheduler -e services/warmpool -e services/admission -e services/node-agent
+    echo "$inputs" > "$stamp"
+fi
+
+if [[ -z ${QM_SKIP_DOCKER:-} ]]; then
+    if [[ $(id -u) -eq 0 ]]; then
+        bash deploy/docker/ensure-engine.sh
+        bash deploy/images/build-test-images.sh
+    else
+        echo "bootstrap: not root, Docker engine not set up (docker tests will skip)" >&2
+    fi
+fi
