@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from types import TracebackType
 from typing import NamedTuple
 
@@ -283,7 +283,7 @@ class JetStreamLog:
         until_seq: int | None = None,
         *,
         subject_filter: str | None = None,
-    ) -> AsyncIterator[LogEntry]:
+    ) -> AsyncGenerator[LogEntry, None]:
         """Yield entries from `from_seq` on; stop after `until_seq` (inclusive) or follow live.
 
         `subject_filter` narrows to matching subjects (default: all of `<prefix>.>`).
@@ -336,7 +336,7 @@ class JetStreamLog:
             # Not drain(): it waits (30 s) on subscriptions holding messages nobody will
             # read, e.g. a pull subscription's late "request timeout" status messages.
             with contextlib.suppress(*NATS_FAILURES):
-                await self._nc.flush(timeout=self._timeout_s)
+                await self._nc.flush(timeout=max(1, round(self._timeout_s)))
             await self._nc.close()
 
     async def __aenter__(self) -> JetStreamLog:

@@ -7,6 +7,9 @@ key's revision and a per-message TTL (`Nats-TTL`, whole seconds, at least 1):
 - `renew` rewrites it expecting the revision this holder wrote last; if the lease
   expired or someone else took it in between, the revision differs and renew fails.
 - `release` deletes it, again only at this holder's revision.
+Holder names must be unique per running process (say, host name plus boot id): a
+holder that finds its own name takes the lease over, which is right after a restart
+and wrong if two live processes share a name.
 The bucket is created with a TTL (`max_ttl_s`, the longest lease allowed) that also
 clears delete markers.
 """

@@ -190,6 +190,8 @@ class OrderedReader:
             self._on_control(msg, headers, generation)
             return
         sseq, dseq, pending = _ack_fields(msg)
+        if self._reset_needed:
+            return  # everything after a gap is dropped; the new consumer resends it
         if dseq != self._expected_dseq:
             log.info(
                 "ordered reader on %s: consumer seq %d, expected %d; recreating",
