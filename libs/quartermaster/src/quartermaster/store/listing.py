@@ -1,0 +1,114 @@
+"""How lists are filtered and paged: SQL conditions, enum spellings, globs, page tokens.
+
+A page token is the last row's sort key with the listing's name, JSON in URL-safe
+base64: opaque to clients, and refused by any other listing.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+import msgspec
+
+from quartermaster.core.model import HostStatus, JobStatus, WarmPoolStatus
+from quartermaster.store.errors import InvalidFilterError, InvalidNextTokenError
+
+DEFAULT_MAX_RESULTS = 100
+MAX_RESULTS = 1000
+
+
+class Where:
+    """AND-ed conditions with numbered parameters: `add("x = {}", value)`."""
+
+    def __init__(self, conditions: list[str], args: list[Any]) -> None:
+        self.conditions = conditions
+        self.args = args
+
+    def add(self, condition: str, *values: Any) -> None:
+        numbers = []
+        for value in values:
+            self.args.append(value)
+            numbers.append(f"${len(self.args)}")
+        self.conditions.append(condition.format(*numbers))
+
+    def __str__(self) -> str:
+        return " AND ".join(self.conditions)
+
+
+def limit(max_results: int | None) -> int:
+    if not max_results or max_results <= 0:
+        return DEFAULT_MAX_RESULTS
+    return min(max_results, MAX_RESULTS)
+
+
+def make_token(kind: str, *key: Any) -> str:
+    return base64.urlsafe_b64encode(msgspec.json.encode([kind, *key])).decode().rstrip("=")
+
+
+def read_token(token: str, kind: str, *types: type) -> list[Any]:
+    """The key inside a token made by `make_token(kind, ...)`, checked against `types`."""
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        decoded = msgspec.json.decode(raw)
+    except (binascii.Error, ValueError, msgspec.DecodeError) as err:
+        raise InvalidNextTokenError("next_token is not a token this listing handed out") from err
+    if (
+        not isinstance(decoded, list)
+        or len(decoded) != len(types) + 1
+        or decoded[0] != kind
+        or not all(
+            isinstance(v, t) or (t is float and isinstance(v, int))
+            for v, t in zip(decoded[1:], types, strict=True)
+        )
+    ):
+        raise InvalidNextTokenError("next_token is not a token this listing handed out")
+    return [t(v) for v, t in zip(decoded[1:], types, strict=True)]
+
+
+def like(glob: str) -> str:
+    out = []
+    for ch in glob:
+        if ch == "*":
+            out.append("%")
+        elif ch == "?":
+            out.append("_")
+        elif ch in "%_\\":
+            out.append("\\" + ch)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _enum_name(value: str | None, prefix: str) -> str | None:
+    """`RUNNING`, `running` or `JOB_STATUS_RUNNING` -> `RUNNING`; empty/UNSPECIFIED -> None."""
+    if value is None:
+        return None
+    name = str(value).upper().removeprefix(prefix)
+    return None if name in ("", "UNSPECIFIED") else name
+
+
+def job_status(value: str | None) -> str | None:
+    name = _enum_name(value, "JOB_STATUS_")
+    if name is not None and name not in JobStatus.__members__:
+        raise InvalidFilterError(f"unknown job status {value!r}")
+    return name
+
+
+def pool_status(value: str | None) -> str | None:
+    """Stored as the core value (`Available`, `InUse`, ...); any spelling accepted."""
+    name = _enum_name(value, "WARM_POOL_STATUS_")
+    if name is None:
+        return None
+    for status in WarmPoolStatus:
+        if name.replace("_", "") == status.name.replace("_", ""):
+            return status.value
+    raise InvalidFilterError(f"unknown warm pool status {value!r}")
+
+
+def node_state(value: str | None) -> str | None:
+    name = _enum_name(value, "NODE_STATE_")
+    if name is not None and name not in HostStatus.__members__:
+        raise InvalidFilterError(f"unknown node state {value!r}")
+    return None if name is None else f"NODE_STATE_{name}"
