@@ -7,6 +7,8 @@ the same state, with the pass deciding exactly what was recorded.
 
 from __future__ import annotations
 
+import os
+
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -260,8 +262,8 @@ class SchedulerHistory(RuleBasedStateMachine):
 
 TestSchedulerHistory = SchedulerHistory.TestCase
 TestSchedulerHistory.settings = settings(
-    max_examples=60,
-    stateful_step_count=40,
+    max_examples=int(os.environ.get("QM_PROPERTY_EXAMPLES", "80")),
+    stateful_step_count=50,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
