@@ -245,9 +245,8 @@ class UnitPass:
         if self.shares[name].in_share_preemption is ev.State.ENABLED:
             lower = [j for j in self._candidates([name]) if j.priority < job.priority]
             plan = self._plan(name, job, own_pools, lower)
-            self._execute(
-                name, job, plan, f"in-share preemption by higher-priority job {job.job_id}"
-            )
+            why = f"in-share preemption by higher-priority job {job.job_name} ({job.job_id})"
+            self._execute(name, job, plan, why)
 
     # ---- making room ------------------------------------------------------
     def _waits_for_incoming(self, name: str, job: Job) -> bool:

@@ -1,0 +1,24 @@
+"""Settings of `qm up`: one frozen struct built from the command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+
+
+class StackSettings(msgspec.Struct, frozen=True, kw_only=True):
+    data_dir: Path = Path(".qm-data")
+    nodes: int = 3
+    instance_type: str = "ml.g5.xlarge"
+    runtime: str = "process"
+    grpc_port: int = 50051
+    nats_url: str | None = None  # None: embed a nats-server under data_dir
+    postgres_url: str | None = None  # None: embed Postgres under data_dir
+    gpus_per_node: int | None = None  # None: detect (nvidia-smi), else 0
+    stop_grace_seconds: float = 30.0
+    heartbeat_seconds: float = 2.0
+    heartbeat_timeout_seconds: float = 15.0
+    tick_seconds: float = 2.0
+    stream: str = "QM"
+    subject_prefix: str = "qm"
