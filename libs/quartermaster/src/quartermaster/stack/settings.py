@@ -22,3 +22,4 @@ class StackSettings(msgspec.Struct, frozen=True, kw_only=True):
     tick_seconds: float = 2.0
     stream: str = "QM"
     subject_prefix: str = "qm"
+    pg_schema: str = "qm"

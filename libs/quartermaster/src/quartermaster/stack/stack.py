@@ -2,7 +2,9 @@
 
 Embedded servers keep their data under `data_dir`, and host ids are stable, so
 `qm up` on the same data dir resumes where it stopped: the log, the projection,
-the jobs and the node agents' attempt records are all still there.
+the jobs and the node agents' attempt records are all still there. Each
+service can also be restarted on its own (`restart("scheduler")`), which the
+end-to-end tests use to prove that no restart loses or duplicates a job.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import grpc
@@ -25,24 +29,31 @@ from quartermaster.store import Projector, ReadModel
 
 log = logging.getLogger("qm.stack")
 
+Stopper = Callable[[], Awaitable[None]]
+
 
 class Stack:
     def __init__(self, settings: StackSettings) -> None:
         self.settings = settings
         self.data_dir = Path(settings.data_dir).resolve()
-        self.port = 0
+        self.port = settings.grpc_port
         self.nats_url = settings.nats_url or ""
         self.postgres_url = settings.postgres_url or ""
         self._nats: EmbeddedNats | None = None
         self._postgres: EmbeddedPostgres | None = None
-        self._exit = contextlib.AsyncExitStack()
-        self._tasks: list[asyncio.Task[None]] = []
-        self.agents: list[object] = []
-        self.scheduler: object | None = None
+        self._pool: Any = None
+        self._stoppers: dict[str, Stopper] = {}
+        self.parts: dict[str, Any] = {}  # name -> the running service object
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def host_ids(self) -> list[str]:
+        return [f"node-{i}" for i in range(1, self.settings.nodes + 1)]
+
+    def node_data_dir(self, host_id: str) -> Path:
+        return self.data_dir / "nodes" / host_id
 
     async def __aenter__(self) -> Stack:
         try:
@@ -55,135 +66,181 @@ class Stack:
     async def __aexit__(self, *_: object) -> None:
         await self.stop()
 
-    # ---- parts ------------------------------------------------------------
-    async def _connect(self, name: str) -> JetStreamLog:
-        event_log = await JetStreamLog.connect(
-            self.nats_url,
-            self.settings.stream,
-            self.settings.subject_prefix,
-            connection_name=f"qm-{name}",
-        )
-        self._exit.push_async_callback(event_log.close)
-        return event_log
-
-    def _spawn(self, name: str, coro: object) -> None:
-        task = asyncio.create_task(coro, name=name)  # type: ignore[arg-type]
-        task.add_done_callback(_report_crash)
-        self._tasks.append(task)
-
+    # ---- whole stack --------------------------------------------------------
     async def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if not self.nats_url:
             self._nats = EmbeddedNats(self.data_dir / "nats").start()
             self.nats_url = self._nats.url
         if not self.postgres_url:
-            self._postgres = await asyncio.to_thread(
-                EmbeddedPostgres(self.data_dir / "postgres").start
-            )
-            self.postgres_url = await self._postgres.create_database("quartermaster")
-        await self._start_services()
-        await self._wait_healthy()
-
-    async def _start_services(self) -> None:
-        from qm_admission.server import create_server, stop_server
-        from qm_admission.settings import Settings as AdmissionSettings
-        from qm_node_agent.agent import NodeAgent
-        from qm_node_agent.settings import NodeSettings, RuntimeKind
-        from qm_scheduler.service import Scheduler
-        from qm_scheduler.settings import SchedulerSettings
-        from qm_warmpool.service import WarmPoolService
-        from qm_warmpool.settings import WarmPoolSettings
-
-        s = self.settings
-        scheduler = Scheduler(
-            SchedulerSettings(
-                instance_id="stack-scheduler",
-                lease_ttl_seconds=3.0,
-                heartbeat_timeout_seconds=s.heartbeat_timeout_seconds,
-            ),
-            await self._connect("scheduler"),
-        )
-        self.scheduler = scheduler
-        self._spawn("scheduler", scheduler.run())
-        warmpool = WarmPoolService(
-            WarmPoolSettings(tick_seconds=s.tick_seconds), await self._connect("warmpool")
-        )
-        self._spawn("warmpool", warmpool.run())
-
-        admission_log = await self._connect("admission")
-        pool = await asyncpg.create_pool(self.postgres_url, min_size=1, max_size=16)
-        self._exit.push_async_callback(pool.close)
-        projector = Projector(pool, "qm")
-        await projector.prepare()
-        read_model = ReadModel(pool, "qm")
-        self._exit.push_async_callback(read_model.close)
-        follower = LogFollower(admission_log)
-        settings = AdmissionSettings(grpc_host="127.0.0.1", grpc_port=s.grpc_port)
-        server, self.port = await create_server(
-            settings, admission_log, follower, read_model, projector
-        )
-        self._exit.push_async_callback(stop_server, server, 2.0)
-        await follower.start()
-        self._exit.push_async_callback(follower.stop)
-        self._spawn("projector", projector.run(admission_log))
-
-        agents_log = await self._connect("node-agents")
-        for i in range(1, s.nodes + 1):
-            host = f"node-{i}"
-            agent = NodeAgent(
-                NodeSettings(
-                    host_id=host,
-                    instance_type=s.instance_type,
-                    data_dir=self.data_dir / "nodes" / host,
-                    nats_url=self.nats_url,
-                    stream=s.stream,
-                    subject_prefix=s.subject_prefix,
-                    runtime=RuntimeKind(s.runtime),
-                    gpu_count=s.gpus_per_node,
-                    heartbeat_seconds=s.heartbeat_seconds,
-                    stop_grace_seconds=s.stop_grace_seconds,
-                ),
-                agents_log,
-            )
-            self.agents.append(agent)
-            self._spawn(host, agent.run())
-
-    async def _wait_healthy(self, timeout: float = 60.0) -> None:
-        async with grpc.aio.insecure_channel(self.address) as channel:
-            stub = health_pb2_grpc.HealthStub(channel)
-            deadline = asyncio.get_running_loop().time() + timeout
-            while True:
-                with contextlib.suppress(grpc.aio.AioRpcError):
-                    reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=2)
-                    if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                        break
-                if asyncio.get_running_loop().time() > deadline:
-                    raise TimeoutError(f"admission not healthy on {self.address}")
-                await asyncio.sleep(0.2)
-        agents = [a for a in self.agents if hasattr(a, "ready")]
-        while not all(getattr(a, "ready", True) for a in agents):
-            if asyncio.get_running_loop().time() > deadline:
-                raise TimeoutError("node agents did not register")
-            await asyncio.sleep(0.1)
+            postgres = EmbeddedPostgres(self.data_dir / "postgres")
+            self._postgres = await asyncio.to_thread(postgres.start)
+            self.postgres_url = await postgres.create_database("quartermaster")
+        self._pool = await asyncpg.create_pool(self.postgres_url, min_size=1, max_size=16)
+        await self.start_part("scheduler")
+        await self.start_part("warmpool")
+        await self.start_part("admission")
+        for host in self.host_ids():
+            await self.start_part(host)
+        await self.wait_healthy()
 
     async def stop(self) -> None:
-        for agent in self.agents:
-            stop = getattr(agent, "stop", None)
-            if stop is not None:
-                stop()
-        for task in reversed(self._tasks):
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        self._tasks.clear()
-        await self._exit.aclose()
+        for name in reversed(list(self._stoppers)):
+            await self.stop_part(name)
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
         if self._nats is not None:
             self._nats.stop()
             self._nats = None
         if self._postgres is not None:
             await asyncio.to_thread(self._postgres.stop)
             self._postgres = None
+
+    async def restart(self, name: str) -> None:
+        await self.stop_part(name)
+        await self.start_part(name)
+        await self.wait_healthy()
+
+    # ---- parts --------------------------------------------------------------
+    async def start_part(self, name: str) -> None:
+        starters = {
+            "scheduler": self._scheduler,
+            "warmpool": self._warmpool,
+            "admission": self._admission,
+        }
+        starter = starters.get(name)
+        self._stoppers[name] = await (starter() if starter else self._agent(name))
+
+    async def stop_part(self, name: str) -> None:
+        stopper = self._stoppers.pop(name, None)
+        self.parts.pop(name, None)
+        if stopper is not None:
+            await stopper()
+
+    async def _connect(self, name: str) -> JetStreamLog:
+        return await JetStreamLog.connect(
+            self.nats_url,
+            self.settings.stream,
+            self.settings.subject_prefix,
+            connection_name=f"qm-{name}",
+        )
+
+    def _task(
+        self,
+        name: str,
+        coro: Coroutine[Any, Any, None],
+        event_log: JetStreamLog,
+        before: Callable[[], None] | None = None,
+    ) -> Stopper:
+        task = asyncio.create_task(coro, name=name)
+        task.add_done_callback(_report_crash)
+
+        async def stop() -> None:
+            if before is not None:
+                before()
+                with contextlib.suppress(TimeoutError, asyncio.CancelledError, Exception):
+                    await asyncio.wait_for(asyncio.shield(task), 5)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+            await event_log.close()
+
+        return stop
+
+    async def _scheduler(self) -> Stopper:
+        from qm_scheduler.service import Scheduler
+        from qm_scheduler.settings import SchedulerSettings
+
+        settings = SchedulerSettings(
+            instance_id="stack-scheduler",
+            lease_ttl_seconds=3.0,
+            heartbeat_timeout_seconds=self.settings.heartbeat_timeout_seconds,
+        )
+        event_log = await self._connect("scheduler")
+        scheduler = Scheduler(settings, event_log)
+        self.parts["scheduler"] = scheduler
+        return self._task("scheduler", scheduler.run(), event_log)
+
+    async def _warmpool(self) -> Stopper:
+        from qm_warmpool.service import WarmPoolService
+        from qm_warmpool.settings import WarmPoolSettings
+
+        event_log = await self._connect("warmpool")
+        service = WarmPoolService(
+            WarmPoolSettings(tick_seconds=self.settings.tick_seconds), event_log
+        )
+        self.parts["warmpool"] = service
+        return self._task("warmpool", service.run(), event_log)
+
+    async def _admission(self) -> Stopper:
+        from qm_admission.server import create_server, stop_server
+        from qm_admission.settings import Settings as AdmissionSettings
+
+        event_log = await self._connect("admission")
+        projector = Projector(self._pool, self.settings.pg_schema)
+        await projector.prepare()
+        read_model = ReadModel(self._pool, self.settings.pg_schema)
+        follower = LogFollower(event_log)
+        settings = AdmissionSettings(
+            grpc_host="127.0.0.1", grpc_port=self.port, pg_schema=self.settings.pg_schema
+        )
+        server, self.port = await create_server(
+            settings, event_log, follower, read_model, projector
+        )
+        await follower.start()
+        projecting = self._task("projector", projector.run(event_log), event_log)
+        self.parts["admission"] = server
+
+        async def stop() -> None:
+            await stop_server(server, 1.0)
+            await follower.stop()
+            await read_model.close()
+            await projecting()
+
+        return stop
+
+    async def _agent(self, host: str) -> Stopper:
+        from qm_node_agent.agent import NodeAgent
+        from qm_node_agent.settings import NodeSettings, RuntimeKind
+
+        s = self.settings
+        settings = NodeSettings(
+            host_id=host,
+            instance_type=s.instance_type,
+            data_dir=self.node_data_dir(host),
+            nats_url=self.nats_url,
+            stream=s.stream,
+            subject_prefix=s.subject_prefix,
+            runtime=RuntimeKind(s.runtime),
+            gpu_count=s.gpus_per_node,
+            heartbeat_seconds=s.heartbeat_seconds,
+            stop_grace_seconds=s.stop_grace_seconds,
+        )
+        event_log = await self._connect(host)
+        agent = NodeAgent(settings, event_log)
+        self.parts[host] = agent
+        return self._task(host, agent.run(), event_log, before=agent.stop)
+
+    async def wait_healthy(self, timeout: float = 60.0) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        async with grpc.aio.insecure_channel(self.address) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            while True:
+                with contextlib.suppress(grpc.aio.AioRpcError):
+                    reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=2)
+                    if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                        break
+                if loop.time() > deadline:
+                    raise TimeoutError(f"admission not healthy on {self.address}")
+                await asyncio.sleep(0.1)
+        for host in self.host_ids():
+            agent = self.parts.get(host)
+            while agent is not None and not agent.ready:
+                if loop.time() > deadline:
+                    raise TimeoutError(f"node agent {host} did not register")
+                await asyncio.sleep(0.05)
 
 
 def _report_crash(task: asyncio.Task[None]) -> None:
