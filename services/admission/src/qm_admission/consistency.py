@@ -1,0 +1,71 @@
+"""Read-your-writes: reads wait until the read side has folded what a client wrote.
+
+A write answers `x-qm-seq: <seq>` in its initial metadata. A read waits for the
+projection (or the follower) to reach the larger of the `x-qm-min-seq` the client
+sends and the newest envelope this process appended, so a client reads its own
+writes through this process without any header, and through another with it.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+from qm_admission.errors import ReadModelBehind, invalid
+from qm_admission.ports import PositionPort
+from qm_admission.writer import RequestWriter
+from quartermaster.core import State
+from quartermaster.eventlog import LogFollower
+
+MIN_SEQ_KEY = "x-qm-min-seq"
+SEQ_KEY = "x-qm-seq"
+
+
+def requested_min_seq(context: grpc.aio.ServicerContext) -> int:
+    for key, value in context.invocation_metadata() or ():
+        if key == MIN_SEQ_KEY:
+            text = value.decode() if isinstance(value, bytes) else value
+            if not text.isdigit():
+                raise invalid(MIN_SEQ_KEY, f"metadata must be a log sequence number, got {text!r}")
+            return int(text)
+    return 0
+
+
+async def announce(context: grpc.aio.ServicerContext, seq: int) -> None:
+    """Tell the client the log position its write is at (send before the reply)."""
+    await context.send_initial_metadata(((SEQ_KEY, str(seq)),))
+
+
+class Consistency:
+    def __init__(
+        self,
+        writer: RequestWriter,
+        follower: LogFollower,
+        projection: PositionPort,
+        timeout: float,
+    ) -> None:
+        self._writer = writer
+        self._follower = follower
+        self._projection = projection
+        self._timeout = timeout
+
+    def target(self, context: grpc.aio.ServicerContext) -> int:
+        return max(requested_min_seq(context), self._writer.last_seq)
+
+    async def projected(self, context: grpc.aio.ServicerContext) -> None:
+        """Wait until the read model holds everything this read must see."""
+        seq = self.target(context)
+        if seq <= 0:
+            return
+        try:
+            await self._projection.wait_for(seq, self._timeout)
+        except TimeoutError as err:
+            raise ReadModelBehind(f"the read model did not reach log seq {seq} in time") from err
+
+    async def folded(self, context: grpc.aio.ServicerContext) -> State:
+        """The follower's state once it holds everything this read must see."""
+        seq = self.target(context)
+        try:
+            await self._follower.wait_for(seq, self._timeout)
+        except TimeoutError as err:
+            raise ReadModelBehind(f"the log follower did not reach seq {seq} in time") from err
+        return self._follower.state

@@ -1,0 +1,113 @@
+"""One interceptor: every RPC's errors become gRPC statuses, and every RPC is logged.
+
+- `RequestRejected`: its code, details `"<field>: <message>"`, and the field in
+  the trailing metadata `x-qm-field`;
+- a bad `next_token` or filter from the read model: INVALID_ARGUMENT;
+- transient trouble (log or read model behind or unreachable): UNAVAILABLE;
+- anything else: logged with its traceback, INTERNAL to the client.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from qm_admission.errors import RequestRejected, TransientAdmissionError
+from quartermaster.bus.errors import TransientBusError
+from quartermaster.store.errors import (
+    InvalidFilterError,
+    InvalidNextTokenError,
+    TransientStoreError,
+)
+
+log = logging.getLogger(__name__)
+
+FIELD_KEY = "x-qm-field"
+_TRANSIENT = (TransientAdmissionError, TransientBusError, TransientStoreError, TimeoutError)
+
+Unary = Callable[[Any, Any], Awaitable[Any]]
+Streaming = Callable[[Any, Any], AsyncIterator[Any]]
+
+
+class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    async def intercept_service(
+        self,
+        continuation: Callable[[Any], Awaitable[Any]],
+        handler_call_details: Any,
+    ) -> Any:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        method: str = handler_call_details.method
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                _unary(method, handler.unary_unary),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                _streaming(method, handler.unary_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
+
+
+def _unary(method: str, behavior: Unary) -> Unary:
+    async def call(request: Any, context: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            response = await behavior(request, context)
+        except Exception as err:
+            await _abort(method, context, err)
+            raise  # unreachable: abort raises
+        log.debug("rpc ok method=%s ms=%.1f", method, (time.perf_counter() - started) * 1e3)
+        return response
+
+    return call
+
+
+def _streaming(method: str, behavior: Streaming) -> Streaming:
+    async def call(request: Any, context: Any) -> AsyncIterator[Any]:
+        try:
+            async for item in behavior(request, context):
+                yield item
+        except Exception as err:
+            await _abort(method, context, err)
+            raise
+
+    return call
+
+
+async def _abort(method: str, context: Any, err: Exception) -> None:
+    if isinstance(err, grpc.aio.AbortError):
+        raise err  # the servicer chose its status already
+    if isinstance(err, RequestRejected):
+        log.info(
+            "rpc rejected method=%s code=%s field=%s: %s",
+            method,
+            err.code.value,
+            err.field,
+            err.message,
+        )
+        await context.abort(
+            grpc.StatusCode[err.code.value], str(err), trailing_metadata=((FIELD_KEY, err.field),)
+        )
+    if isinstance(err, InvalidNextTokenError):
+        await context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"next_token: {err}",
+            trailing_metadata=((FIELD_KEY, "next_token"),),
+        )
+    if isinstance(err, InvalidFilterError):
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+    if isinstance(err, _TRANSIENT):
+        log.warning("rpc unavailable method=%s: %s", method, err)
+        await context.abort(grpc.StatusCode.UNAVAILABLE, f"try again: {err}")
+    log.exception("rpc failed method=%s", method, exc_info=err)
+    await context.abort(grpc.StatusCode.INTERNAL, "internal error (logged by the server)")

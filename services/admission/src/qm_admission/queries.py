@@ -1,0 +1,148 @@
+"""Read requests checked against the folded state: names resolved, filters parsed.
+
+Pure like `validation`: a request and the state in, the read-model query out, or
+`RequestRejected` naming the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+
+from qm_admission.errors import invalid
+from qm_admission.names import Kind, reference
+from qm_admission.paging import page_size
+from qm_admission.translate import job_status_name
+from qm_admission.validation import common
+from qm_admission.watch import WatchFilter
+from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
+from quartermaster.core import State
+
+_POOL_STATUS = {
+    pb.WARM_POOL_STATUS_AVAILABLE: "Available",
+    pb.WARM_POOL_STATUS_IN_USE: "InUse",
+    pb.WARM_POOL_STATUS_REUSED: "Reused",
+    pb.WARM_POOL_STATUS_TERMINATED: "Terminated",
+}
+
+
+class JobsQuery(msgspec.Struct, frozen=True, kw_only=True):
+    """Arguments of `ReadModel.list_jobs`."""
+
+    job_queue: str
+    quota_share: str | None = None
+    status: str | None = None
+    job_name: str | None = None
+    before_created_at: int | None = None
+    after_created_at: int | None = None
+    max_results: int = 100
+    next_token: str | None = None
+
+
+class PoolsQuery(msgspec.Struct, frozen=True, kw_only=True):
+    """Arguments of `ReadModel.list_pools`."""
+
+    status: str | None = None
+    job_queue: str | None = None
+    max_results: int = 100
+    next_token: str | None = None
+
+
+class NodesQuery(msgspec.Struct, frozen=True, kw_only=True):
+    """Arguments of `ReadModel.list_hosts`."""
+
+    service_environment: str | None = None
+    state: str | None = None  # a NodeState name, e.g. NODE_STATE_DRAINED
+
+
+def list_jobs(request: pb.ListServiceJobsRequest, state: State) -> JobsQuery:
+    queue = common.queue(state, "job_queue", request.job_queue)
+    share = None
+    if request.quota_share_name:
+        share = common.share(state, queue.name, "quota_share_name", request.quota_share_name).name
+    if request.job_status and request.job_status not in pb.JobStatus.values():
+        raise invalid("job_status", f"unknown value {request.job_status}")
+    filters: dict[str, str] = {}
+    for i, pair in enumerate(request.filters):
+        if pair.name not in ("JOB_NAME", "BEFORE_CREATED_AT", "AFTER_CREATED_AT"):
+            raise invalid(
+                f"filters[{i}].name",
+                "must be JOB_NAME, BEFORE_CREATED_AT or AFTER_CREATED_AT",
+            )
+        if pair.name in filters:
+            raise invalid(f"filters[{i}].name", f"{pair.name} is given twice")
+        if len(pair.values) != 1 or not pair.values[0]:
+            raise invalid(f"filters[{i}].values", "needs exactly one non-empty value")
+        filters[pair.name] = pair.values[0]
+    return JobsQuery(
+        job_queue=queue.name,
+        quota_share=share,
+        status=job_status_name(request.job_status),
+        job_name=filters.get("JOB_NAME"),
+        before_created_at=_millis(filters, "BEFORE_CREATED_AT", request),
+        after_created_at=_millis(filters, "AFTER_CREATED_AT", request),
+        max_results=page_size(request.max_results),
+        next_token=request.next_token or None,
+    )
+
+
+def list_pools(request: pb.ListWarmPoolsRequest, state: State) -> PoolsQuery:
+    queue = None
+    if request.job_queue:
+        queue = common.queue(state, "job_queue", request.job_queue).name
+    status = None
+    if request.status:
+        status = _POOL_STATUS.get(request.status)
+        if status is None:
+            raise invalid("status", f"unknown value {request.status}")
+    return PoolsQuery(
+        status=status,
+        job_queue=queue,
+        max_results=page_size(request.max_results),
+        next_token=request.next_token or None,
+    )
+
+
+def list_nodes(request: pb.ListNodesRequest, state: State) -> NodesQuery:
+    env = None
+    if request.service_environment:
+        env = common.environment(state, "service_environment", request.service_environment).name
+    if request.state and request.state not in pb.NodeState.values():
+        raise invalid("state", f"unknown value {request.state}")
+    page_size(request.max_results)
+    state_name = pb.NodeState.Name(request.state) if request.state else None
+    return NodesQuery(service_environment=env, state=state_name)
+
+
+def watch(request: pb.WatchServiceJobsRequest, state: State) -> WatchFilter:
+    queue = None
+    if request.job_queue:
+        queue = common.queue(state, "job_queue", request.job_queue).name
+    share = None
+    if request.quota_share_name:
+        if queue is None:
+            raise invalid("quota_share_name", "needs job_queue")
+        share = common.share(state, queue, "quota_share_name", request.quota_share_name).name
+    for i, job_id in enumerate(request.job_ids):
+        common.job(state, f"job_ids[{i}]", job_id)
+    if request.after_sequence < 0:
+        raise invalid("after_sequence", "must be >= 0")
+    return WatchFilter(job_queue=queue, quota_share=share, job_ids=frozenset(request.job_ids))
+
+
+def names(field: str, refs: Sequence[str], kind: Kind) -> list[str] | None:
+    """Names of a Describe request's name-or-ARN list; None = all."""
+    if not refs:
+        return None
+    return [reference(f"{field}[{i}]", ref, kind) for i, ref in enumerate(refs)]
+
+
+def _millis(filters: dict[str, str], name: str, request: pb.ListServiceJobsRequest) -> int | None:
+    value = filters.get(name)
+    if value is None:
+        return None
+    if not value.isdigit():
+        index = [pair.name for pair in request.filters].index(name)
+        raise invalid(f"filters[{index}].values", f"{name} takes epoch milliseconds as text")
+    return int(value)

@@ -1,0 +1,94 @@
+"""The gRPC server: the four qm.v1 services, health, reflection and the error interceptor.
+
+`create_server` builds and starts it on `settings.grpc_host:grpc_port` (port 0 = a
+free port) and returns it with the bound port; `stop_server` drains it: health
+turns NOT_SERVING, watch streams end, then in-flight calls get `grace` seconds.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from qm_admission.consistency import Consistency
+from qm_admission.interceptors import ErrorInterceptor
+from qm_admission.ports import PositionPort, ReadModelPort
+from qm_admission.servicers import Backends, Nodes, QuotaManagement, ServiceJobs, WarmPools
+from qm_admission.settings import Settings
+from qm_admission.watch import JobWatchHub
+from qm_admission.writer import RequestWriter
+from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
+from quartermaster.api.qm.v1 import quartermaster_pb2_grpc as rpc
+from quartermaster.bus import JetStreamLog
+from quartermaster.eventlog import LogFollower
+
+SERVICE_NAMES: tuple[str, ...] = tuple(
+    pb.DESCRIPTOR.services_by_name[name].full_name
+    for name in ("QuotaManagement", "ServiceJobs", "WarmPools", "Nodes")
+)
+
+_drainers: weakref.WeakKeyDictionary[grpc.aio.Server, Callable[[], Awaitable[None]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def create_server(
+    settings: Settings,
+    event_log: JetStreamLog,
+    follower: LogFollower,
+    read_model: ReadModelPort,
+    projector: PositionPort,
+) -> tuple[grpc.aio.Server, int]:
+    """Build, bind and start the server; returns it and the port it listens on.
+
+    Create it before `follower.start()` to let `WatchServiceJobs` resume from any
+    recent sequence of the log (the watch hub then sees the whole history).
+    """
+    writer = RequestWriter(event_log, follower, catch_up_timeout=settings.read_timeout_seconds)
+    hub = JobWatchHub(follower)
+    backends = Backends(
+        settings=settings,
+        writer=writer,
+        follower=follower,
+        consistency=Consistency(writer, follower, projector, settings.read_timeout_seconds),
+        read_model=read_model,
+        hub=hub,
+    )
+    server = grpc.aio.server(interceptors=[ErrorInterceptor()])
+    health_servicer = health.aio.HealthServicer()
+    registrations: list[tuple[Callable[[Any, Any], None], object]] = [
+        (rpc.add_QuotaManagementServicer_to_server, QuotaManagement(backends)),
+        (rpc.add_ServiceJobsServicer_to_server, ServiceJobs(backends)),
+        (rpc.add_WarmPoolsServicer_to_server, WarmPools(backends)),
+        (rpc.add_NodesServicer_to_server, Nodes(backends)),
+        (health_pb2_grpc.add_HealthServicer_to_server, health_servicer),
+    ]
+    for register, servicer in registrations:
+        register(servicer, server)
+    reflection.enable_server_reflection(
+        (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    )
+    port = server.add_insecure_port(f"{settings.grpc_host}:{settings.grpc_port}")
+    await server.start()
+    for name in ("", *SERVICE_NAMES):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    async def drain() -> None:
+        await health_servicer.enter_graceful_shutdown()
+        hub.close()
+
+    _drainers[server] = drain
+    return server, port
+
+
+async def stop_server(server: grpc.aio.Server, grace: float | None) -> None:
+    """Stop taking calls, end watch streams, give in-flight calls `grace` seconds."""
+    drain = _drainers.pop(server, None)
+    if drain is not None:
+        await drain()
+    await server.stop(grace)

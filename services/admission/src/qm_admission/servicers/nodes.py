@@ -1,0 +1,34 @@
+"""`qm.v1.Nodes`: list hosts and drain one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from qm_admission import queries, validation
+from qm_admission.paging import page
+from qm_admission.servicers.base import Backends, write
+from qm_admission.translate import node_summary, parse
+from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
+from quartermaster.api.qm.v1 import quartermaster_pb2_grpc as rpc
+
+
+class Nodes(rpc.NodesServicer):
+    def __init__(self, backends: Backends) -> None:
+        self._b = backends
+
+    async def ListNodes(self, request: pb.ListNodesRequest, context: Any) -> pb.ListNodesResponse:
+        state = await self._b.consistency.folded(context)
+        query = queries.list_nodes(request, state)
+        await self._b.consistency.projected(context)
+        docs = await self._b.read_model.list_hosts(query.service_environment, query.state)
+        nodes = [parse(d, pb.NodeSummary()) for d in docs]
+        items, token = page(nodes, request.max_results, request.next_token)
+        return pb.ListNodesResponse(nodes=items, next_token=token)
+
+    async def DrainNode(self, request: pb.DrainNodeRequest, context: Any) -> pb.DrainNodeResponse:
+        written = await write(
+            self._b, context, lambda s, now: validation.drain_node(request, s, at=now)
+        )
+        await self._b.follower.wait_for(written.seq, self._b.settings.read_timeout_seconds)
+        state = self._b.follower.state
+        return pb.DrainNodeResponse(node=node_summary(state, state.hosts[request.host_id]))

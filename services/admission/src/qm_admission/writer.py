@@ -1,0 +1,109 @@
+"""The write path: validate against the caught-up state, append one envelope, fenced.
+
+Every write runs `plan(state, now)` on the follower's state caught up with the
+stream, then appends the planned events as one envelope on `<prefix>.requests`
+with `Nats-Expected-Last-Subject-Sequence` set to the last request folded. If
+another writer (another admission process) appended a request in between, the
+append is fenced and the write is planned again on the newer state, so two
+racing requests can never both pass a check (a name taken twice, a 21st share).
+Writes of this process are serialised by a lock, so they do not fence each other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
+
+import msgspec
+
+from qm_admission.errors import TransientAdmissionError, invalid
+from qm_admission.tokens import new_msg_id
+from quartermaster.bus import FencedAppendError, JetStreamLog
+from quartermaster.core import State
+from quartermaster.eventlog import LogFollower, encode_batch, subjects
+from quartermaster.events import Event
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# NATS refuses messages above max_payload (1 MiB by default); stay clear of it.
+MAX_ENVELOPE_BYTES = 900 * 1024
+
+
+class Plan(msgspec.Struct, Generic[T], frozen=True):
+    """What a request writes (maybe nothing) and what it answers."""
+
+    events: list[Event]
+    result: T
+    msg_id: str | None = None  # None: a random id that dedupes this write's own retries
+
+
+class Written(msgspec.Struct, Generic[T], frozen=True):
+    result: T
+    seq: int  # the envelope's stream seq, or the position validated against if nothing was written
+    appended: bool
+
+
+Planner = Callable[[State, float], Plan[T] | Awaitable[Plan[T]]]
+
+
+class RequestWriter:
+    def __init__(
+        self,
+        event_log: JetStreamLog,
+        follower: LogFollower,
+        *,
+        clock: Callable[[], float] = time.time,
+        catch_up_timeout: float = 10.0,
+        max_fenced_retries: int = 8,
+    ) -> None:
+        self._log = event_log
+        self._follower = follower
+        self._clock = clock
+        self._catch_up_timeout = catch_up_timeout
+        self._max_fenced_retries = max_fenced_retries
+        self._lock = asyncio.Lock()
+        self.subject = subjects.requests(event_log.prefix)
+        self.last_seq = 0  # newest envelope this process appended (for read-your-writes)
+
+    async def write(self, planner: Planner[T]) -> Written[T]:
+        """Plan on the current state and append; raises `RequestRejected` from the plan."""
+        fallback_msg_id = new_msg_id()
+        async with self._lock:
+            for _ in range(self._max_fenced_retries):
+                try:
+                    position = await self._follower.catch_up(self._catch_up_timeout)
+                except TimeoutError as err:
+                    raise TransientAdmissionError("the event log follower is behind") from err
+                planned = planner(self._follower.state, self._clock())
+                plan = await planned if isinstance(planned, Awaitable) else planned
+                if not plan.events:
+                    return Written(plan.result, max(position, self._follower.seq), False)
+                data = encode_batch(plan.events)
+                if len(data) > MAX_ENVELOPE_BYTES:
+                    raise invalid(
+                        "",
+                        f"the request encodes to {len(data)} bytes, more than one log message "
+                        f"holds ({MAX_ENVELOPE_BYTES}); split it",
+                    )
+                expected = self._follower.last_on_subject.get(self.subject, 0)
+                try:
+                    seq = await self._log.append(
+                        self.subject,
+                        data,
+                        msg_id=plan.msg_id or fallback_msg_id,
+                        expected_last_subject_seq=expected,
+                    )
+                except FencedAppendError:
+                    log.debug("request append fenced at subject seq %d; planning again", expected)
+                    continue
+                self.last_seq = max(self.last_seq, seq)
+                log.debug("request appended seq=%d events=%d", seq, len(plan.events))
+                return Written(plan.result, seq, True)
+        raise TransientAdmissionError(
+            f"the request was fenced {self._max_fenced_retries} times by other writers; retry"
+        )
