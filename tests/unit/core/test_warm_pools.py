@@ -521,3 +521,19 @@ def test_a_matching_job_may_not_take_a_pool_beyond_its_shares_limit() -> None:
     # then
     assert w.status(b) is JobStatus.RUNNABLE
     assert status(w, a) == "Available"
+
+
+def test_keep_alive_zero_before_the_pool_opens_releases_the_hosts() -> None:
+    from quartermaster import events as ev
+    from quartermaster.testing.builders import World, a_job
+
+    w = World().environment(ml_g5_xlarge=1).queue().hosts(1)
+    w.share("A", 1)
+    w.submit(a_job(name="a", share="A", keep_alive=60))
+    w.pass_()
+    w.start("a").succeed("a")
+    assert w.job("a").retained  # ended; its pool opens on the next pass
+    w.apply(ev.WarmPoolKeepAliveUpdated(at=w.clock, job_id="a", keep_alive_seconds=0))
+    w.pass_()
+    assert "a" not in w.state.pools
+    assert w.state.hosts["h1"].holder is None

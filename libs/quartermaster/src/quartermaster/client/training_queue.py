@@ -138,4 +138,3 @@ class TrainingQueue:
 
     def list_jobs(self, status: str | None = None) -> list[Any]:
         return self.client.list_jobs(self.name, status)
-

@@ -477,8 +477,10 @@ def _pool_terminated(state: State, e: ev.WarmPoolTerminated) -> None:
 @_on(ev.WarmPoolKeepAliveUpdated)
 def _keep_alive(state: State, e: ev.WarmPoolKeepAliveUpdated) -> None:
     job = state.jobs.get(e.job_id)
-    if job is not None and job.status not in TERMINAL_STATUSES:
-        job.keep_alive_seconds = e.keep_alive_seconds
+    if job is not None and (job.status not in TERMINAL_STATUSES or job.retained):
+        job.keep_alive_seconds = e.keep_alive_seconds  # also before its pool opens
+        if job.retained and e.keep_alive_seconds == 0:
+            lifecycle.release(state, job, keep=False)  # the pool-to-be is given up at once
     pool = state.pools.get(e.job_id)
     if pool is None or pool.status is not WarmPoolStatus.AVAILABLE:
         return
