@@ -77,7 +77,8 @@ def main() -> None:
                 wait_status(c, j.job_id, pb.JOB_STATUS_SUCCEEDED)
             print(
                 f"submit->RUNNING on an idle stack: p50 {statistics.median(latencies) * 1e3:.0f} ms"
-                f"  p90 {pct(latencies, 0.9) * 1e3:.0f} ms  max {max(latencies) * 1e3:.0f} ms  (n={rounds})"
+                f"  p90 {pct(latencies, 0.9) * 1e3:.0f} ms  max {max(latencies) * 1e3:.0f} ms"
+                f"  (n={rounds})"
             )
 
             # Throughput: jobs to a share with limit 0 stay queued (durable appends only).
