@@ -8,12 +8,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from qm_scheduler.service import Scheduler
+from qm_scheduler.settings import SchedulerSettings
 from quartermaster import events as ev
 from quartermaster.bus import FencedAppendError, JetStreamLog
 from quartermaster.core.model import JobStatus
 from quartermaster.eventlog import LogFollower, encode_batch, subjects
-from qm_scheduler.service import Scheduler
-from qm_scheduler.settings import SchedulerSettings
 
 UNIT = "ml.g5.xlarge"
 

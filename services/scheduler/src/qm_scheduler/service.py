@@ -20,7 +20,7 @@ from quartermaster.bus import BusError, FencedAppendError, JetStreamLog, KvLease
 from quartermaster.core import PassPolicy, decide
 from quartermaster.core.snapshot import take
 from quartermaster.eventlog import LogFollower, encode_batch, subjects
-from quartermaster.events import AnyEvent
+from quartermaster.events import AnyEvent, Event
 
 log = logging.getLogger("qm.scheduler")
 
@@ -150,7 +150,7 @@ class Scheduler:
             await self.follower.wait_for(last)
         return appended
 
-    async def _append(self, queue: str, decisions: list[AnyEvent]) -> int:
+    async def _append(self, queue: str, decisions: list[Event]) -> int:
         assert self.follower is not None
         data = encode_batch(decisions)
         if queue == HOSTS:  # any instance may judge liveness; equal judgements dedupe

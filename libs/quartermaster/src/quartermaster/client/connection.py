@@ -49,10 +49,10 @@ class Quartermaster:
         self.address = address
         self.timeout = timeout
         self.channel = grpc.insecure_channel(address)
-        self.quota = rpc.QuotaManagementStub(self.channel)
-        self.jobs = rpc.ServiceJobsStub(self.channel)
-        self.pools = rpc.WarmPoolsStub(self.channel)
-        self.nodes = rpc.NodesStub(self.channel)
+        self.quota = rpc.QuotaManagementStub(self.channel)  # type: ignore[no-untyped-call]
+        self.jobs = rpc.ServiceJobsStub(self.channel)  # type: ignore[no-untyped-call]
+        self.pools = rpc.WarmPoolsStub(self.channel)  # type: ignore[no-untyped-call]
+        self.nodes = rpc.NodesStub(self.channel)  # type: ignore[no-untyped-call]
         self.seq = 0
 
     def close(self) -> None:
@@ -211,7 +211,7 @@ class Quartermaster:
         while True:
             request = pb.ListServiceJobsRequest(
                 job_queue=job_queue,
-                job_status=pb.JobStatus.Value(f"JOB_STATUS_{status}") if status else 0,
+                job_status=pb.JobStatus.Value(f"JOB_STATUS_{status}") if status else None,
                 filters=[pb.KeyValuesPair(name=k, values=[v]) for k, v in filters.items()],
                 max_results=100,
                 next_token=token,
@@ -234,7 +234,7 @@ class Quartermaster:
             raise QuartermasterError(err.code(), err.details() or "") from err
 
     def list_warm_pools(self, status: str | None = None) -> list[Any]:
-        value = pb.WarmPoolStatus.Value(f"WARM_POOL_STATUS_{status}") if status else 0
+        value = pb.WarmPoolStatus.Value(f"WARM_POOL_STATUS_{status}") if status else None
         request = pb.ListWarmPoolsRequest(status=value)
         return list(self.call(self.pools.ListWarmPools, request).warm_pool_summaries)
 

@@ -14,7 +14,7 @@ TERMINAL = {pb.JOB_STATUS_SUCCEEDED, pb.JOB_STATUS_FAILED}
 
 
 def status_name(value: int) -> str:
-    return pb.JobStatus.Name(value).removeprefix("JOB_STATUS_")
+    return str(pb.JobStatus.Name(value)).removeprefix("JOB_STATUS_")
 
 
 class TrainingQueuedJob:

@@ -6,6 +6,8 @@ fenced and stored atomically; requests and reports are batches of one or more.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import msgspec
 
 from quartermaster.events import AnyEvent, Event
@@ -14,7 +16,7 @@ _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(list[AnyEvent])
 
 
-def encode_batch(events: list[Event] | list[AnyEvent]) -> bytes:
+def encode_batch(events: Sequence[Event]) -> bytes:
     return _encoder.encode(events)
 
 
