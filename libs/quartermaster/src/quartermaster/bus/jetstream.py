@@ -362,7 +362,8 @@ class JetStreamLog:
         if future.done():
             return future.result()  # the common case inside a batch: no timer needed
         try:
-            return await asyncio.wait_for(future, self._timeout_s)
+            async with asyncio.timeout(self._timeout_s):  # not wait_for: keeps cancels
+                return await future
         except TimeoutError as err:
             raise TransientBusError(
                 f"append to {subject}: no ack within {self._timeout_s}s (it may be stored; "

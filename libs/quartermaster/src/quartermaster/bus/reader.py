@@ -108,7 +108,10 @@ class OrderedReader:
                 if wait <= 0:
                     return None
             try:
-                await asyncio.wait_for(self._arrived.wait(), wait)
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel
+                # that races with the event being set, and the reader never stops.
+                async with asyncio.timeout(wait):
+                    await self._arrived.wait()
             except TimeoutError:
                 if time.monotonic() - self._last_activity > 3 * self._heartbeat_s:
                     log.info("ordered reader on %s: no heartbeat, recreating", self._stream)

@@ -8,7 +8,6 @@ react to new batches through listeners, which run after the fold.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -42,10 +41,12 @@ class LogFollower:
         self._task = asyncio.create_task(self._run(), name="log-follower")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        task, self._task = self._task, None
+        while task is not None and not task.done():
+            task.cancel()  # again if a cancel was swallowed by a library wait
+            await asyncio.wait({task}, timeout=1.0)
+        if task is not None and not task.cancelled() and task.exception() is not None:
+            log.error("log follower ended with %r", task.exception())
 
     async def _run(self) -> None:
         while True:

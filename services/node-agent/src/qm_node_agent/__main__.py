@@ -1,0 +1,41 @@
+"""`python -m qm_node_agent` / `qm-node-agent`: run the agent until SIGTERM or SIGINT.
+
+Stopping leaves running jobs alone; the next agent on this host re-adopts them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+from qm_node_agent.agent import NodeAgent
+from qm_node_agent.errors import SettingsError
+from qm_node_agent.settings import NodeSettings
+
+
+async def serve(settings: NodeSettings) -> None:
+    agent = NodeAgent(settings)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, agent.stop)
+    await agent.run()
+
+
+def main() -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        settings = NodeSettings.from_env()
+    except SettingsError as err:
+        print(f"qm-node-agent: {err}", file=sys.stderr)
+        sys.exit(2)
+    asyncio.run(serve(settings))
+
+
+if __name__ == "__main__":
+    main()

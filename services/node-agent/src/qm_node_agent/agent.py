@@ -1,0 +1,387 @@
+"""The node agent: registers its host, follows the log, and makes the host do what it says.
+
+After every folded batch the agent reconciles its host against the folded
+state (the core fold is the only truth): it launches the attempt that holds
+the host, stops parts whose attempt is being stopped, confirms stops of parts
+it never launched, forgets finished attempts and deletes warm pool caches
+that no pool keeps any more. Everything it does is reported on
+`<prefix>.reports.<host>` with idempotent msg ids.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from qm_node_agent.attempt import AttemptRunner
+from qm_node_agent.desired import attempt_on, cache_chains, is_current, should_run, stop_reason
+from qm_node_agent.desired import stop_wanted as stop_wanted_for
+from qm_node_agent.errors import LaunchError, PermanentNodeAgentError
+from qm_node_agent.gpus import Gpu, detect_gpus
+from qm_node_agent.launch import LaunchSpec, build_spec
+from qm_node_agent.layout import Layout, container_name, safe_name
+from qm_node_agent.records import AttemptRecord, AttemptStore
+from qm_node_agent.reporter import Reporter
+from qm_node_agent.runtime import DockerRuntime, JobRuntime, ProcessRuntime
+from qm_node_agent.settings import NodeSettings, RuntimeKind
+from quartermaster import events as ev
+from quartermaster.bus import BusError, JetStreamLog
+from quartermaster.core import HostStatus, Job, State
+from quartermaster.eventlog import LogFollower
+
+log = logging.getLogger(__name__)
+
+AttemptKey = tuple[str, int]
+
+
+def make_runtime(settings: NodeSettings) -> JobRuntime:
+    if settings.runtime is RuntimeKind.DOCKER:
+        return DockerRuntime(settings.docker_binary)
+    return ProcessRuntime(settings.job_path)
+
+
+class NodeAgent:
+    """One host's agent. `await agent.run()` until `agent.stop()`, or `async with agent:`.
+
+    `event_log`: an open log to use (the caller closes it); None connects to
+    `settings.nats_url` and closes the connection on the way out. `gpus`:
+    the host's GPUs when known (tests); None detects them unless
+    `settings.gpu_count` is set. Stopping leaves running jobs alone: the next
+    agent on this host re-adopts them.
+    """
+
+    def __init__(
+        self,
+        settings: NodeSettings,
+        event_log: JetStreamLog | None = None,
+        *,
+        runtime: JobRuntime | None = None,
+        gpus: Sequence[Gpu] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.host_id = settings.host_id
+        self.layout = Layout(settings.data_dir)
+        self.gpu_indexes: tuple[int, ...] = ()
+        self._given_log = event_log
+        self._runtime = runtime or make_runtime(settings)
+        self._gpus = None if gpus is None else list(gpus)
+        self._clock = clock
+        self._store = AttemptStore(self.layout)
+        self._ready = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._follower: LogFollower | None = None
+        self._reporter: Reporter | None = None
+        self._group: asyncio.TaskGroup | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._runners: dict[AttemptKey, AttemptRunner] = {}
+        self._records: dict[AttemptKey, AttemptRecord] = {}
+        self._confirmed: set[AttemptKey] = set()
+        self._kept_chains: set[str] | None = None
+        self._deleting: set[Path] = set()
+        self._registering = False
+        self._run_task: asyncio.Task[None] | None = None
+
+    # ---- lifecycle -------------------------------------------------------------
+    @property
+    def state(self) -> State:
+        """The folded log as this agent sees it."""
+        if self._follower is None:
+            raise PermanentNodeAgentError("the agent has not started")
+        return self._follower.state
+
+    @property
+    def ready(self) -> bool:
+        return self._ready.is_set()
+
+    def stop(self) -> None:
+        """Ask `run()` to return: loops stop, running jobs are left to be re-adopted."""
+        self._stopping.set()
+
+    async def run(self) -> None:
+        self.layout.create()
+        async with contextlib.AsyncExitStack() as stack:
+            event_log = self._given_log
+            if event_log is None:
+                event_log = await JetStreamLog.connect(
+                    self.settings.nats_url,
+                    self.settings.stream,
+                    self.settings.subject_prefix,
+                    connection_name=f"qm-node-agent-{self.host_id}",
+                )
+                stack.push_async_callback(event_log.close)
+            self.gpu_indexes = await self._detect_gpus()
+            self._reporter = Reporter(event_log, self.host_id)
+            follower = self._follower = LogFollower(event_log)
+            follower.listen(self._on_batch)
+            await follower.start()
+            stack.push_async_callback(follower.stop)
+            await follower.catch_up(timeout=None)
+            await self._register()
+            async with asyncio.TaskGroup() as group:
+                self._group = group
+                self._spawn(self._heartbeats(), "heartbeats")
+                self._adopt_all()
+                self._ready.set()
+                log.info(
+                    "host=%s ready: runtime=%s gpus=%s seq=%d",
+                    self.host_id,
+                    self._runtime.kind,
+                    ",".join(map(str, self.gpu_indexes)) or "none",
+                    follower.seq,
+                )
+                self._reconcile()
+                try:
+                    await self._stopping.wait()
+                finally:
+                    self._stopping.set()
+                    self._ready.clear()
+                    await self._cancel_tasks()
+            self._group = None
+        log.info("host=%s stopped", self.host_id)
+
+    async def __aenter__(self) -> NodeAgent:
+        self._run_task = asyncio.create_task(self.run(), name=f"node-agent {self.host_id}")
+        ready = asyncio.create_task(self._ready.wait())
+        await asyncio.wait({self._run_task, ready}, return_when=asyncio.FIRST_COMPLETED)
+        if self._run_task.done():
+            ready.cancel()
+            self._run_task.result()  # raises why it could not start
+            raise PermanentNodeAgentError("the node agent stopped before it was ready")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+        if self._run_task is not None:
+            await self._run_task
+
+    # ---- registration and heartbeats ------------------------------------------------
+    async def _detect_gpus(self) -> tuple[int, ...]:
+        if self.settings.gpu_count is not None:
+            return tuple(range(self.settings.gpu_count))
+        gpus = self._gpus
+        if gpus is None:
+            gpus = await detect_gpus(self.settings.nvidia_smi)
+        return tuple(gpu.index for gpu in gpus)
+
+    async def _register(self) -> None:
+        assert self._reporter is not None
+        event = ev.HostRegistered(
+            at=self._clock(),
+            host_id=self.host_id,
+            instance_type=self.settings.instance_type,
+            gpu_count=len(self.gpu_indexes),
+            service_environment=self.settings.service_environment,
+            address=self.settings.address,
+        )
+        await self._reporter.append(event, f"{self.host_id}:registered:{event.at:.6f}")
+        log.info("host=%s registered (%s)", self.host_id, self.settings.instance_type)
+
+    async def _heartbeats(self) -> None:
+        assert self._reporter is not None
+        while not self._stopping.is_set():
+            await asyncio.sleep(self.settings.heartbeat_seconds)
+            event = ev.HostHeartbeat(at=self._clock(), host_id=self.host_id)
+            try:
+                await self._reporter.append(event, f"{self.host_id}:heartbeat:{event.at:.6f}")
+            except BusError:
+                log.exception("host=%s heartbeat not stored", self.host_id)
+
+    # ---- reconciliation ----------------------------------------------------------------
+    def _on_batch(self, seq: int, subject: str, events: list[ev.AnyEvent]) -> None:
+        self._reconcile()
+
+    def _reconcile(self) -> None:
+        """Make this host match the folded state (runs after every folded batch)."""
+        if not self._ready.is_set() or self._stopping.is_set() or self._group is None:
+            return
+        state = self.state
+        host = state.hosts.get(self.host_id)
+        if host is None:
+            return
+        self._keep_registered(host.status)
+        for key, runner in self._runners.items():
+            reason = stop_reason(state, self.host_id, *key)
+            if reason is not None:
+                runner.request_stop(reason)
+        job = attempt_on(state, self.host_id)
+        if job is not None:
+            key = (job.job_id, job.attempt_no)
+            launched = key in self._runners or key in self._records
+            if not launched and should_run(job, self.host_id):
+                self._launch(job)
+            elif not launched and key not in self._confirmed and stop_wanted_for(job, self.host_id):
+                self._confirm_unlaunched(job)
+        self._forget_finished(state)
+        self._prune_caches(state)
+
+    def _keep_registered(self, status: HostStatus) -> None:
+        """A host declared lost while its agent lives registers again."""
+        if status is not HostStatus.LOST:
+            self._registering = False
+        elif not self._registering:
+            self._registering = True
+            log.warning("host=%s is LOST in the log but alive: registering again", self.host_id)
+            self._spawn(self._register(), "re-register")
+
+    def _launch(self, job: Job) -> None:
+        key = (job.job_id, job.attempt_no)
+        spec: LaunchSpec | LaunchError
+        try:
+            spec = build_spec(
+                job,
+                host=self.host_id,
+                instance_type=self.settings.instance_type,
+                gpu_indexes=self.gpu_indexes,
+                cache_dir=self.layout.cache_dir(job.chain_id),
+                work_dir=self.layout.work_dir(*key),
+            )
+        except LaunchError as err:
+            spec = err
+        record = AttemptRecord(
+            job_id=job.job_id,
+            attempt=job.attempt_no,
+            host=self.host_id,
+            runtime=self._runtime.kind,
+            chain_id=job.chain_id,
+            launched_at=self._clock(),
+            container=container_name(*key),
+            exit_file=str(self.layout.exit_file(*key)),
+            log_file=str(self.layout.log_file(*key)),
+        )
+        self._store.save(record)  # before anything starts: a restart must not launch it again
+        self._records[key] = record
+        runner = self._runner(record)
+        self._spawn(self._drive(runner, runner.launch(spec, job.timeout_seconds)), f"run {key}")
+
+    def _adopt_all(self) -> None:
+        state = self.state
+        for record in self._store.load_all():
+            if record.host != self.host_id:
+                log.warning("record %s is for host %s: ignored", record.key, record.host)
+                continue
+            self._records[record.key] = record
+            job = state.jobs.get(record.job_id)
+            current = job is not None and is_current(state, self.host_id, *record.key)
+            timeout = job.timeout_seconds if job is not None and current else None
+            running_at = job.running_at if job is not None and current else None
+            runner = self._runner(record)
+            body = self._drive(runner, runner.adopt(timeout, running_at))
+            self._spawn(body, f"adopt {record.key}")
+
+    def _runner(self, record: AttemptRecord) -> AttemptRunner:
+        assert self._reporter is not None
+        runner = AttemptRunner(
+            record,
+            runtime=self._runtime,
+            store=self._store,
+            reporter=self._reporter,
+            grace_s=self.settings.stop_grace_seconds,
+            clock=self._clock,
+        )
+        self._runners[record.key] = runner
+        return runner
+
+    async def _drive(self, runner: AttemptRunner, body: Coroutine[Any, Any, None]) -> None:
+        try:
+            await body
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("job_id=%s attempt=%d failed in the agent", *runner.key)
+        finally:
+            self._runners.pop(runner.key, None)
+            self._records[runner.key] = runner.record
+            self._reconcile()
+
+    def _confirm_unlaunched(self, job: Job) -> None:
+        """The stop came before this host launched its part: nothing to stop, confirm it."""
+        assert self._reporter is not None
+        key = (job.job_id, job.attempt_no)
+        self._confirmed.add(key)
+        log.info("job_id=%s attempt=%d stopped before launch: confirming", *key)
+        event = ev.JobStopConfirmed(
+            at=self._clock(),
+            job_id=job.job_id,
+            attempt=job.attempt_no,
+            host=self.host_id,
+            exit_code=None,
+        )
+        self._spawn(self._reporter.report(event), f"confirm {key}")
+
+    def _forget_finished(self, state: State) -> None:
+        """Drop records (and work files) of attempts the log says are over on this host."""
+        for key in list(self._records):
+            if key in self._runners or is_current(state, self.host_id, *key):
+                continue
+            del self._records[key]
+            self._store.delete(*key)
+            for path in (self.layout.log_file(*key), self.layout.exit_file(*key)):
+                path.unlink(missing_ok=True)
+            self._delete_later(self.layout.work_dir(*key))
+        self._confirmed = {k for k in self._confirmed if is_current(state, self.host_id, *k)}
+
+    def _prune_caches(self, state: State) -> None:
+        """Delete warm pool caches that neither an attempt nor an Available pool keeps."""
+        keep = cache_chains(state, self.host_id)
+        keep |= {runner.record.chain_id for runner in self._runners.values()}
+        if keep == self._kept_chains:
+            return
+        self._kept_chains = keep
+        names = {safe_name(chain) for chain in keep}
+        for path in self.layout.cache_root.iterdir():
+            if path.name not in names:
+                log.info("host=%s deleting warm pool cache %s", self.host_id, path.name)
+                self._delete_later(path)
+
+    def _delete_later(self, path: Path) -> None:
+        if path in self._deleting or not path.exists():
+            return
+        self._deleting.add(path)
+
+        async def delete() -> None:
+            try:
+                await asyncio.to_thread(shutil.rmtree, path, True)
+            finally:
+                self._deleting.discard(path)
+
+        self._spawn(delete(), f"delete {path.name}")
+
+    async def _cancel_tasks(self) -> None:
+        """Cancel every task, again until each has ended.
+
+        Once is not always enough: `asyncio.wait_for` (3.11) drops a cancellation
+        that arrives just as what it waits for completes, and the task carries on.
+        """
+        while self._tasks:
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.wait(list(self._tasks), timeout=0.2)
+
+    def _spawn(self, body: Coroutine[Any, Any, Any], name: str) -> None:
+        if self._group is None:
+            body.close()
+            return
+        task = self._group.create_task(self._logged(body, name), name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _logged(self, body: Coroutine[Any, Any, Any], name: str) -> None:
+        try:
+            await body
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("host=%s task %s failed", self.host_id, name)

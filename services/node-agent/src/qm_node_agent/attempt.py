@@ -1,0 +1,233 @@
+"""Runs this host's part of one attempt: launch or adopt, supervise, report how it ended.
+
+Reports, in order: JobStarting, JobRunning, then exactly one of JobSucceeded,
+JobFailed or JobStopConfirmed. The final report is saved in the attempt's
+record before it is appended, so a restart appends it again (same msg id)
+instead of guessing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import msgspec
+
+from qm_node_agent.errors import LaunchError, RuntimeFailure
+from qm_node_agent.launch import LaunchSpec
+from qm_node_agent.records import AttemptRecord, AttemptStore, Outcome
+from qm_node_agent.reporter import Reporter
+from qm_node_agent.runtime.base import ExitStatus, JobRuntime, RunningJob
+from quartermaster import events as ev
+from quartermaster.events import FailureClass
+
+log = logging.getLogger(__name__)
+
+TIMEOUT_REASON = "Job attempt duration exceeded timeout"
+LOST_REASON = "node agent restarted and lost the attempt"
+E = TypeVar("E", bound=ev.Event)
+
+
+class AttemptRunner:
+    def __init__(
+        self,
+        record: AttemptRecord,
+        *,
+        runtime: JobRuntime,
+        store: AttemptStore,
+        reporter: Reporter,
+        grace_s: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.record = record
+        self._runtime = runtime
+        self._store = store
+        self._reporter = reporter
+        self._grace_s = grace_s
+        self._clock = clock
+        self._stop = asyncio.Event()
+        self.stop_reason = ""
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.record.key
+
+    def request_stop(self, reason: str) -> None:
+        if not self._stop.is_set():
+            self.stop_reason = reason
+            self._stop.set()
+            self._log("stop requested: %s", reason)
+
+    # ---- entry points ---------------------------------------------------------
+    async def launch(self, spec: LaunchSpec | LaunchError, timeout_s: int | None) -> None:
+        """Start the part (its record is saved already) and see it through."""
+        await self._reporter.report(self._event(ev.JobStarting))
+        if self._stop.is_set():
+            await self._finish(self._event(ev.JobStopConfirmed, exit_code=None))
+            return
+        try:
+            if isinstance(spec, LaunchError):
+                raise spec
+            job = await self._runtime.launch(spec, self.record)
+        except LaunchError as err:
+            self._log("could not start: %s", err.reason)
+            await self._finish(self._failed(err.reason, err.failure_class))
+            return
+        except (OSError, RuntimeFailure) as err:
+            self._log("could not start: %s", err)
+            reason = f"InfrastructureError: {err}"
+            await self._finish(self._failed(reason, FailureClass.INFRASTRUCTURE_ERROR))
+            return
+        self._save(pid=job.pid)
+        self._log("started (pid %s)", job.pid)
+        running_at = await self._report_running()
+        await self._supervise(job, running_at, timeout_s)
+
+    async def adopt(self, timeout_s: int | None, running_at: float | None) -> None:
+        """After an agent restart: find the part again and see it through."""
+        if self.record.outcome is not None:
+            self._log("re-appending the final report saved before the restart")
+            await self._reporter.report(self.record.outcome)
+            await self._runtime.forget(self.record)
+            return
+        try:
+            job = await self._runtime.adopt(self.record)
+        except RuntimeFailure as err:
+            self._log("cannot look for the job: %s", err)
+            job = None
+        if job is None:
+            self._log("lost: not found after the restart")
+            await self._finish(self._failed(LOST_REASON, FailureClass.INFRASTRUCTURE_ERROR))
+            return
+        self._log("re-adopted after a restart")
+        if running_at is None:
+            running_at = self.record.running_at
+        if running_at is None:  # the agent died between the start and its report
+            await self._reporter.report(self._event(ev.JobStarting))
+            running_at = await self._report_running()
+        await self._supervise(job, running_at, timeout_s)
+
+    # ---- supervision -----------------------------------------------------------
+    async def _supervise(self, job: RunningJob, running_at: float, timeout_s: int | None) -> None:
+        exited = asyncio.create_task(job.wait(), name=f"wait {self.key}")
+        stop_asked = asyncio.create_task(self._stop.wait())
+        remaining = None if timeout_s is None else running_at + timeout_s - self._clock()
+        try:
+            await asyncio.wait(
+                {exited, stop_asked},
+                timeout=None if remaining is None else max(0.0, remaining),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            stop_asked.cancel()
+            if exited.done():
+                outcome = await self._ended(job, exited, stopped=self._stop.is_set())
+            elif self._stop.is_set():
+                await self._stop_job(job)
+                outcome = await self._ended(job, exited, stopped=True)
+            else:
+                self._log("timed out after %ss: stopping", timeout_s)
+                await self._stop_job(job)
+                outcome = await self._timed_out(job, exited)
+        except BaseException:
+            exited.cancel()
+            stop_asked.cancel()
+            raise
+        await self._finish(outcome)
+        try:
+            await job.remove()
+        except RuntimeFailure as err:
+            self._log("could not clean up: %s", err)
+
+    async def _stop_job(self, job: RunningJob) -> None:
+        try:
+            await job.stop(self._grace_s)
+        except RuntimeFailure as err:  # the wait below says whether it ended anyway
+            self._log("could not stop: %s", err)
+
+    async def _ended(
+        self, job: RunningJob, exited: asyncio.Task[ExitStatus], *, stopped: bool
+    ) -> Outcome:
+        try:
+            status = await exited
+        except RuntimeFailure as err:
+            if stopped:
+                return self._event(ev.JobStopConfirmed, exit_code=None)
+            return self._failed(f"InfrastructureError: {err}", FailureClass.INFRASTRUCTURE_ERROR)
+        self._log("exited %d", status.exit_code)
+        if stopped:
+            return self._event(ev.JobStopConfirmed, exit_code=status.exit_code)
+        if status.start_error is not None:
+            return self._failed(
+                f"ClientError: {status.start_error}",
+                FailureClass.CLIENT_ERROR,
+                status.exit_code,
+                await job.log_tail(),
+            )
+        if status.exit_code == 0:
+            return self._event(ev.JobSucceeded, exit_code=0)
+        return self._failed(
+            f"AlgorithmError: exit code {status.exit_code}",
+            FailureClass.ALGORITHM_ERROR,
+            status.exit_code,
+            await job.log_tail(),
+        )
+
+    async def _timed_out(self, job: RunningJob, exited: asyncio.Task[ExitStatus]) -> Outcome:
+        try:
+            code: int | None = (await exited).exit_code
+        except RuntimeFailure:
+            code = None
+        tail = await job.log_tail()
+        return self._failed(TIMEOUT_REASON, FailureClass.ALGORITHM_ERROR, code, tail)
+
+    # ---- reports and the record -------------------------------------------------
+    async def _report_running(self) -> float:
+        event = self._event(ev.JobRunning)
+        self._save(running_at=event.at)
+        await self._reporter.report(event)
+        return event.at
+
+    async def _finish(self, outcome: Outcome) -> None:
+        self._save(outcome=outcome)
+        await self._reporter.report(outcome)
+        self._log("reported %s", type(outcome).__name__)
+
+    def _save(self, **changes: object) -> None:
+        self.record = msgspec.structs.replace(self.record, **changes)
+        self._store.save(self.record)
+
+    def _event(self, kind: type[E], **fields: object) -> E:
+        return kind(  # type: ignore[call-arg]
+            at=self._clock(),
+            job_id=self.record.job_id,
+            attempt=self.record.attempt,
+            host=self.record.host,
+            **fields,
+        )
+
+    def _failed(
+        self,
+        reason: str,
+        failure_class: FailureClass,
+        exit_code: int | None = None,
+        log_tail: str = "",
+    ) -> ev.JobFailed:
+        return self._event(
+            ev.JobFailed,
+            reason=reason,
+            failure_class=failure_class,
+            exit_code=exit_code,
+            log_tail=log_tail,
+        )
+
+    def _log(self, message: str, *args: object) -> None:
+        log.info(
+            "job_id=%s attempt=%d host=%s " + message,
+            self.record.job_id,
+            self.record.attempt,
+            self.record.host,
+            *args,
+        )

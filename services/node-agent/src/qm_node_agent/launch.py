@@ -1,0 +1,108 @@
+"""What to run for one host's part of an attempt, read from the folded job (pure)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from qm_node_agent.errors import LaunchError
+from quartermaster.core import Job
+
+CACHE_ENV = "SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"
+
+
+class LaunchSpec(msgspec.Struct, frozen=True, kw_only=True):
+    job_id: str
+    attempt: int
+    host: str
+    chain_id: str
+    image: str
+    entrypoint: tuple[str, ...]
+    arguments: tuple[str, ...]
+    environment: dict[str, str]  # everything but the cache path, which depends on the runtime
+    cache_dir: Path  # on the host
+    work_dir: Path
+    gpu_indexes: tuple[int, ...]
+
+    @property
+    def command(self) -> tuple[str, ...]:
+        return self.entrypoint + self.arguments
+
+    def environment_with_cache(self, cache_path: str) -> dict[str, str]:
+        return {**self.environment, CACHE_ENV: cache_path}
+
+
+def build_spec(
+    job: Job,
+    *,
+    host: str,
+    instance_type: str,
+    gpu_indexes: tuple[int, ...],
+    cache_dir: Path,
+    work_dir: Path,
+) -> LaunchSpec:
+    """Raises `LaunchError` (CLIENT_ERROR) when the payload cannot describe a run."""
+    payload = _payload(job.payload)
+    algorithm = _mapping(payload.get("AlgorithmSpecification"), "AlgorithmSpecification")
+    image = algorithm.get("TrainingImage") or ""
+    if not isinstance(image, str):
+        raise LaunchError.client("AlgorithmSpecification.TrainingImage must be a string")
+    user_env = _mapping(payload.get("Environment"), "Environment")
+    visible = ",".join(str(index) for index in gpu_indexes)
+    environment = {str(name): _text(value) for name, value in user_env.items()}
+    environment.update(
+        {
+            "SM_HOSTS": json.dumps(list(job.hosts)),
+            "SM_CURRENT_HOST": host,
+            "SM_CURRENT_INSTANCE_TYPE": instance_type,
+            "SM_NUM_GPUS": str(len(gpu_indexes)),
+            "CUDA_VISIBLE_DEVICES": visible,
+            "NVIDIA_VISIBLE_DEVICES": visible,
+            "QM_JOB_ID": job.job_id,
+            "QM_ATTEMPT": str(job.attempt_no),
+        }
+    )
+    return LaunchSpec(
+        job_id=job.job_id,
+        attempt=job.attempt_no,
+        host=host,
+        chain_id=job.chain_id,
+        image=image,
+        entrypoint=_strings(algorithm.get("ContainerEntrypoint"), "ContainerEntrypoint"),
+        arguments=_strings(algorithm.get("ContainerArguments"), "ContainerArguments"),
+        environment=environment,
+        cache_dir=cache_dir,
+        work_dir=work_dir,
+        gpu_indexes=gpu_indexes,
+    )
+
+
+def _payload(raw: str) -> dict[str, Any]:
+    try:
+        payload = json.loads(raw or "{}")
+    except json.JSONDecodeError as err:
+        raise LaunchError.client(f"serviceRequestPayload is not JSON ({err})") from err
+    return _mapping(payload, "serviceRequestPayload")
+
+
+def _mapping(value: object, what: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise LaunchError.client(f"{what} must be an object")
+    return value
+
+
+def _strings(value: object, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise LaunchError.client(f"AlgorithmSpecification.{what} must be a list of strings")
+    return tuple(value)
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value)

@@ -1,0 +1,53 @@
+"""Where the agent keeps things under DATA_DIR, and the names it gives them.
+
+DATA_DIR/attempts/<job>.<attempt>.json      one record per launched attempt
+DATA_DIR/jobs/<job>-<attempt>/              process runtime: the job's working dir
+DATA_DIR/jobs/<job>-<attempt>.log           process runtime: stdout and stderr
+DATA_DIR/jobs/<job>-<attempt>.exit          process runtime: the wrapper's exit status
+DATA_DIR/warmpool-cache/<chain>/            a warm pool chain's persistent cache
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+CONTAINER_CACHE_DIR = "/opt/ml/sagemaker/warmpoolcache"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def safe_name(name: str) -> str:
+    """A file/container name token for an id (ids are `[A-Za-z0-9_-]` already)."""
+    cleaned = _UNSAFE.sub("_", name).lstrip(".")
+    return cleaned or "_"
+
+
+def container_name(job_id: str, attempt: int) -> str:
+    return f"qm-{safe_name(job_id)}-{attempt}"
+
+
+class Layout:
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.attempts = data_dir / "attempts"
+        self.jobs = data_dir / "jobs"
+        self.cache_root = data_dir / "warmpool-cache"
+
+    def create(self) -> None:
+        for folder in (self.attempts, self.jobs, self.cache_root):
+            folder.mkdir(parents=True, exist_ok=True)
+
+    def record(self, job_id: str, attempt: int) -> Path:
+        return self.attempts / f"{safe_name(job_id)}.{attempt}.json"
+
+    def work_dir(self, job_id: str, attempt: int) -> Path:
+        return self.jobs / f"{safe_name(job_id)}-{attempt}"
+
+    def log_file(self, job_id: str, attempt: int) -> Path:
+        return self.jobs / f"{safe_name(job_id)}-{attempt}.log"
+
+    def exit_file(self, job_id: str, attempt: int) -> Path:
+        return self.jobs / f"{safe_name(job_id)}-{attempt}.exit"
+
+    def cache_dir(self, chain_id: str) -> Path:
+        return self.cache_root / safe_name(chain_id)

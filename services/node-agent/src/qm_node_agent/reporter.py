@@ -1,0 +1,55 @@
+"""Appends this host's reports to its subject, idempotently and until they are stored."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from quartermaster import events as ev
+from quartermaster.bus import JetStreamLog, PermanentBusError, TransientBusError
+from quartermaster.eventlog import encode_batch, subjects
+
+log = logging.getLogger(__name__)
+
+AttemptReport = (
+    ev.JobStarting | ev.JobRunning | ev.JobSucceeded | ev.JobFailed | ev.JobStopConfirmed
+)
+_KINDS: dict[type[ev.Event], str] = {
+    ev.JobStarting: "starting",
+    ev.JobRunning: "running",
+    ev.JobSucceeded: "succeeded",
+    ev.JobFailed: "failed",
+    ev.JobStopConfirmed: "stop_confirmed",
+}
+MAX_BACKOFF_S = 5.0
+
+
+def report_msg_id(report: AttemptReport) -> str:
+    """`<job>:<attempt>:<host>:<kind>`: a report appended twice is stored once."""
+    return f"{report.job_id}:{report.attempt}:{report.host}:{_KINDS[type(report)]}"
+
+
+class Reporter:
+    def __init__(self, event_log: JetStreamLog, host_id: str) -> None:
+        self._log = event_log
+        self.subject = subjects.reports(host_id, prefix=event_log.prefix)
+
+    async def report(self, event: AttemptReport) -> int:
+        return await self.append(event, report_msg_id(event))
+
+    async def append(self, event: ev.Event, msg_id: str | None) -> int:
+        """Append one event as an envelope; retries transient failures with the same msg id.
+
+        Raises `PermanentBusError` when the stream rejects it for good.
+        """
+        delay = 0.1
+        while True:
+            try:
+                return await self._log.append(self.subject, encode_batch([event]), msg_id=msg_id)
+            except TransientBusError as err:
+                log.warning("append %s failed (%s); retrying in %.1fs", msg_id, err, delay)
+            except PermanentBusError:
+                log.exception("append %s rejected", msg_id)
+                raise
+            await asyncio.sleep(delay)
+            delay = min(MAX_BACKOFF_S, delay * 2)

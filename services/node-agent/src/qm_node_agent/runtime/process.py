@@ -1,0 +1,190 @@
+"""The process runtime: the job runs as a local process group under a small wrapper.
+
+The wrapper (`qm_node_agent.wrapper`) leads a new session, so the job survives
+an agent restart; the restarted agent finds it by pid (checked against
+/proc/<pid>/cmdline) and learns how it ended from the wrapper's exit file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from qm_node_agent.errors import LaunchError, RuntimeFailure
+from qm_node_agent.launch import LaunchSpec
+from qm_node_agent.records import AttemptRecord
+from qm_node_agent.runtime.base import ExitStatus, tail
+from qm_node_agent.settings import RuntimeKind
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.05
+
+
+class ProcessJob:
+    def __init__(
+        self,
+        pid: int,
+        exit_file: Path,
+        log_file: Path,
+        popen: subprocess.Popen[bytes] | None = None,
+    ) -> None:
+        self._pid = pid
+        self._exit_file = exit_file
+        self._log_file = log_file
+        self._popen = popen  # None when adopted: not our child
+        self._killed = False
+        self._seen_alive = False  # only then is the pid (= process group id) surely ours
+
+    @property
+    def pid(self) -> int | None:
+        return self._pid
+
+    def _alive(self) -> bool:
+        if self._popen is not None:
+            alive = self._popen.poll() is None
+        else:
+            alive = wrapper_alive(self._pid, self._exit_file)
+        self._seen_alive |= alive
+        return alive
+
+    async def wait(self) -> ExitStatus:
+        while self._alive():
+            await asyncio.sleep(POLL_S)
+        if self._seen_alive:
+            # The wrapper just ended: take what it left running in its group down with it.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._pid, signal.SIGKILL)
+        status = read_exit_file(self._exit_file)
+        if status is not None:
+            return status
+        returncode = self._popen.returncode if self._popen is not None else None
+        if self._killed or (returncode is not None and returncode == -signal.SIGKILL):
+            return ExitStatus(128 + signal.SIGKILL)
+        raise RuntimeFailure(
+            f"the job wrapper (pid {self._pid}) ended without an exit status"
+            + (f" (exit {returncode})" if returncode is not None else "")
+        )
+
+    async def stop(self, grace_s: float) -> None:
+        if not self._alive() or not self._signal(signal.SIGTERM):
+            return
+        deadline = time.monotonic() + grace_s
+        while self._alive() and time.monotonic() < deadline:
+            await asyncio.sleep(POLL_S)
+        if self._alive():
+            self._killed = True
+            self._signal(signal.SIGKILL)
+
+    def _signal(self, signum: int) -> bool:
+        try:
+            os.killpg(self._pid, signum)
+        except ProcessLookupError:
+            return False
+        return True
+
+    async def log_tail(self) -> str:
+        return await asyncio.to_thread(read_tail, self._log_file)
+
+    async def remove(self) -> None:
+        """Nothing to free: the work dir goes when the attempt's record does."""
+
+
+class ProcessRuntime:
+    kind = RuntimeKind.PROCESS.value
+
+    def __init__(self, job_path: str = os.defpath, python: str = sys.executable) -> None:
+        self._job_path = job_path
+        self._python = python
+
+    async def launch(self, spec: LaunchSpec, record: AttemptRecord) -> ProcessJob:
+        command = spec.command
+        if not command:
+            raise LaunchError.client(
+                "AlgorithmSpecification has no ContainerEntrypoint or ContainerArguments to run"
+            )
+        spec.work_dir.mkdir(parents=True, exist_ok=True)
+        spec.cache_dir.mkdir(parents=True, exist_ok=True)
+        if not _resolvable(command[0], spec.work_dir, self._job_path):
+            raise LaunchError.client(f"command not found: {command[0]}")
+        env = {"PATH": self._job_path, **spec.environment_with_cache(str(spec.cache_dir))}
+        exit_file = Path(record.exit_file)
+        exit_file.unlink(missing_ok=True)
+        # -I: the job's PYTHON* variables must not break the wrapper's own interpreter.
+        argv = [self._python, "-I", "-m", "qm_node_agent.wrapper", "--exit-file", str(exit_file)]
+        try:
+            with open(record.log_file, "ab") as output:
+                popen = subprocess.Popen(
+                    [*argv, "--", *command],
+                    cwd=spec.work_dir,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+        except OSError as err:
+            raise LaunchError.infrastructure(f"cannot start the job wrapper: {err}") from err
+        return ProcessJob(popen.pid, exit_file, Path(record.log_file), popen)
+
+    async def adopt(self, record: AttemptRecord) -> ProcessJob | None:
+        exit_file = Path(record.exit_file)
+        pid = record.pid
+        if pid is None:
+            return None
+        if read_exit_file(exit_file) is None and not wrapper_alive(pid, exit_file):
+            return None
+        return ProcessJob(pid, exit_file, Path(record.log_file))
+
+    async def forget(self, record: AttemptRecord) -> None:
+        """Nothing to free for a process."""
+
+
+def _resolvable(program: str, work_dir: Path, job_path: str) -> bool:
+    if "/" in program:
+        path = Path(program) if os.path.isabs(program) else work_dir / program
+        return path.is_file() and os.access(path, os.X_OK)
+    return shutil.which(program, path=job_path) is not None
+
+
+def wrapper_alive(pid: int, exit_file: Path) -> bool:
+    """Is `pid` still our wrapper (not a zombie, not a reused pid)?"""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)  # reap it if it is our child (same agent process)
+    proc = Path("/proc") / str(pid)
+    try:
+        stat = (proc / "stat").read_text()
+        cmdline = (proc / "cmdline").read_bytes()
+    except OSError:
+        return False
+    state = stat.rsplit(")", 1)[-1].split()[0]
+    if state in ("Z", "X"):
+        return False
+    return str(exit_file).encode() in cmdline.split(b"\0")
+
+
+def read_exit_file(path: Path) -> ExitStatus | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return ExitStatus(int(data["exit_code"]), data.get("start_error"))
+
+
+def read_tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - 2048))
+            return tail(handle.read())
+    except OSError:
+        return ""

@@ -1,0 +1,99 @@
+"""The node agent's settings: one frozen struct, read once from `QM_NODE_*` variables."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from qm_node_agent.errors import SettingsError
+
+PREFIX = "QM_NODE_"
+DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
+DEFAULT_STREAM = "QM"
+DEFAULT_SUBJECT_PREFIX = "qm"
+DEFAULT_HEARTBEAT_SECONDS = 5.0
+DEFAULT_STOP_GRACE_SECONDS = 120.0
+
+
+class RuntimeKind(StrEnum):
+    PROCESS = "process"
+    DOCKER = "docker"
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeSettings:
+    """Everything the agent is configured with; nothing else reads the environment."""
+
+    host_id: str
+    instance_type: str
+    data_dir: Path
+    nats_url: str = DEFAULT_NATS_URL
+    gpu_count: int | None = None  # None: detect with nvidia-smi (no GPU found: 0)
+    service_environment: str | None = None
+    address: str = ""
+    runtime: RuntimeKind = RuntimeKind.PROCESS
+    stream: str = DEFAULT_STREAM
+    subject_prefix: str = DEFAULT_SUBJECT_PREFIX
+    heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS
+    stop_grace_seconds: float = DEFAULT_STOP_GRACE_SECONDS
+    docker_binary: str = "docker"
+    nvidia_smi: str = "nvidia-smi"
+    job_path: str = os.defpath  # PATH of process-runtime jobs
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> NodeSettings:
+        env = os.environ if environ is None else environ
+
+        def get(name: str) -> str | None:
+            value = env.get(PREFIX + name)
+            return value if value not in (None, "") else None
+
+        def need(name: str) -> str:
+            value = get(name)
+            if value is None:
+                raise SettingsError(f"{PREFIX}{name} is required")
+            return value
+
+        def number(name: str, default: float) -> float:
+            raw = get(name)
+            try:
+                value = default if raw is None else float(raw)
+            except ValueError as err:
+                raise SettingsError(f"{PREFIX}{name}={raw!r} is not a number") from err
+            if value <= 0:
+                raise SettingsError(f"{PREFIX}{name} must be positive")
+            return value
+
+        gpu_raw = get("GPU_COUNT")
+        try:
+            gpu_count = None if gpu_raw is None else int(gpu_raw)
+        except ValueError as err:
+            raise SettingsError(f"{PREFIX}GPU_COUNT={gpu_raw!r} is not an integer") from err
+        if gpu_count is not None and gpu_count < 0:
+            raise SettingsError(f"{PREFIX}GPU_COUNT must not be negative")
+        runtime_raw = get("RUNTIME") or RuntimeKind.PROCESS.value
+        try:
+            runtime = RuntimeKind(runtime_raw)
+        except ValueError as err:
+            raise SettingsError(f"{PREFIX}RUNTIME={runtime_raw!r}: use process or docker") from err
+        return cls(
+            host_id=need("HOST_ID"),
+            instance_type=need("INSTANCE_TYPE"),
+            data_dir=Path(need("DATA_DIR")),
+            nats_url=get("NATS_URL") or DEFAULT_NATS_URL,
+            gpu_count=gpu_count,
+            service_environment=get("SERVICE_ENVIRONMENT"),
+            address=get("ADDRESS") or socket.gethostname(),
+            runtime=runtime,
+            stream=get("STREAM") or DEFAULT_STREAM,
+            subject_prefix=get("SUBJECT_PREFIX") or DEFAULT_SUBJECT_PREFIX,
+            heartbeat_seconds=number("HEARTBEAT_SECONDS", DEFAULT_HEARTBEAT_SECONDS),
+            stop_grace_seconds=number("STOP_GRACE_SECONDS", DEFAULT_STOP_GRACE_SECONDS),
+            docker_binary=get("DOCKER_BINARY") or "docker",
+            nvidia_smi=get("NVIDIA_SMI") or "nvidia-smi",
+            job_path=get("JOB_PATH") or env.get("PATH") or os.defpath,
+        )

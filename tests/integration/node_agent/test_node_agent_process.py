@@ -1,0 +1,363 @@
+"""The node agent with the process runtime, driven through a real event log.
+
+Each test starts an agent for host h1, appends what admission and the
+scheduler would (job submitted, dispatched to h1, preempted, ...), and checks
+what the agent reports and what the job itself saw.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+from node_agent_harness import Cluster, payload, wait_for_file
+
+from qm_node_agent.attempt import LOST_REASON, TIMEOUT_REASON
+from quartermaster import events as ev
+from quartermaster.core import HostStatus, JobStatus
+from quartermaster.core.model import WarmPoolStatus
+from quartermaster.eventlog import subjects
+
+LOOP = "while true; do sleep 0.05; done"
+
+
+async def test_a_job_that_exits_0_succeeds(cluster: Cluster) -> None:
+    async with cluster.agent(cluster.settings()):
+        await cluster.until_host()
+        host = cluster.follower.state.hosts["h1"]
+        assert (host.unit, host.gpu_count, host.address) == ("ml.g5.xlarge", 0, "127.0.0.1")
+
+        await cluster.run("ok", payload("echo hello"))
+
+        job = await cluster.until_status("ok", JobStatus.SUCCEEDED)
+    assert job.attempts[-1].exit_code == 0
+    kinds = [type(event) for event in cluster.reported("ok")]
+    assert kinds == [ev.JobStarting, ev.JobRunning, ev.JobSucceeded]
+    subject = subjects.reports("h1", cluster.log.prefix)
+    assert {s for s, e in cluster.reports if getattr(e, "job_id", None) == "ok"} == {subject}
+
+
+async def test_heartbeats_keep_coming(cluster: Cluster) -> None:
+    async with cluster.agent(cluster.settings(heartbeat_seconds=0.1)):
+        await cluster.until_host()
+        first = cluster.follower.state.hosts["h1"].last_heartbeat
+        await cluster.until(
+            "two more heartbeats",
+            lambda: sum(isinstance(e, ev.HostHeartbeat) for _, e in cluster.reports) >= 2,
+        )
+    assert cluster.follower.state.hosts["h1"].last_heartbeat > first
+
+
+async def test_exit_3_fails_with_an_algorithm_error_and_the_log_tail(cluster: Cluster) -> None:
+    async with cluster.agent(cluster.settings()):
+        await cluster.until_host()
+        script = "for i in $(seq 1 400); do echo noise-$i; done; echo 'loss is nan' >&2; exit 3"
+        await cluster.run("bad", payload(script))
+
+        failed = await cluster.until_reported("bad", ev.JobFailed)
+    assert failed.failure_class is ev.FailureClass.ALGORITHM_ERROR
+    assert failed.reason == "AlgorithmError: exit code 3"
+    assert failed.exit_code == 3
+    assert failed.log_tail.endswith("noise-400\nloss is nan\n")
+    assert len(failed.log_tail.encode()) <= 2048
+    job = cluster.job("bad")
+    assert job.failure_reason == "AlgorithmError: exit code 3"
+    assert job.attempts[-1].log_tail == failed.log_tail
+
+
+async def test_the_job_sees_its_environment_and_runs_in_its_work_dir(cluster: Cluster) -> None:
+    out = cluster.tmp / "env.json"
+    settings = cluster.settings(gpu_count=2)
+    script = f"env > {out}.tmp; pwd >> {out}.pwd; mv {out}.tmp {out}"
+    async with cluster.agent(settings):
+        await cluster.until_host()
+        await cluster.run("envy", payload(script, env={"LEARNING_RATE": "0.1", "SM_HOSTS": "x"}))
+        await cluster.until_status("envy", JobStatus.SUCCEEDED)
+
+    seen = dict(line.split("=", 1) for line in out.read_text().splitlines() if "=" in line)
+    cache = settings.data_dir / "warmpool-cache" / "envy"
+    assert seen["LEARNING_RATE"] == "0.1"
+    assert json.loads(seen["SM_HOSTS"]) == ["h1"]  # ours win over the payload's
+    assert seen["SM_CURRENT_HOST"] == "h1"
+    assert seen["SM_CURRENT_INSTANCE_TYPE"] == "ml.g5.xlarge"
+    assert seen["SM_NUM_GPUS"] == "2"
+    assert seen["CUDA_VISIBLE_DEVICES"] == seen["NVIDIA_VISIBLE_DEVICES"] == "0,1"
+    assert seen["SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"] == str(cache)
+    assert (seen["QM_JOB_ID"], seen["QM_ATTEMPT"]) == ("envy", "1")
+    assert "QM_NODE_HOST_ID" not in seen and "NATS_URL" not in seen
+    assert Path(f"{out}.pwd").read_text().strip() == str(settings.data_dir / "jobs" / "envy-1")
+    assert cluster.follower.state.hosts["h1"].gpu_count == 2
+
+
+async def test_a_command_that_does_not_exist_is_a_client_error(cluster: Cluster) -> None:
+    async with cluster.agent(cluster.settings()):
+        await cluster.until_host()
+        await cluster.run("typo", payload(entrypoint=["no-such-trainer", "--epochs", "3"]))
+
+        failed = await cluster.until_reported("typo", ev.JobFailed)
+    assert failed.failure_class is ev.FailureClass.CLIENT_ERROR
+    assert failed.reason == "ClientError: command not found: no-such-trainer"
+    assert not cluster.reported("typo", ev.JobRunning)
+
+
+async def test_preemption_sends_sigterm_to_the_job_and_confirms_the_stop(cluster: Cluster) -> None:
+    marker = cluster.tmp / "terminated"
+    ready = cluster.tmp / "ready"
+    script = f"trap 'echo term > {marker}; exit 143' TERM; touch {ready}; {LOOP}"
+    async with cluster.agent(cluster.settings()):
+        await cluster.until_host()
+        await cluster.run("victim", payload(script))
+        await wait_for_file(ready)
+
+        await cluster.preempt("victim")
+
+        confirmed = await cluster.until_reported("victim", ev.JobStopConfirmed)
+        job = await cluster.until_status("victim", JobStatus.RUNNABLE)
+    assert marker.read_text() == "term\n"
+    assert confirmed.exit_code == 143
+    assert job.preempted_count == 1
+    assert cluster.follower.state.hosts["h1"].holder is None
+    assert not cluster.reported("victim", ev.JobSucceeded)
+
+
+async def test_termination_stops_the_job_and_it_ends_failed(cluster: Cluster) -> None:
+    ready = cluster.tmp / "ready"
+    async with cluster.agent(cluster.settings()):
+        await cluster.until_host()
+        await cluster.run("doomed", payload(f"touch {ready}; {LOOP}"))
+        await wait_for_file(ready)
+
+        await cluster.terminate("doomed", "no longer needed")
+
+        confirmed = await cluster.until_reported("doomed", ev.JobStopConfirmed)
+        await cluster.until("h1 freed", lambda: cluster.follower.state.hosts["h1"].holder is None)
+    job = cluster.job("doomed")
+    assert (job.status, job.status_reason, job.is_terminated) == (
+        JobStatus.FAILED,
+        "no longer needed",
+        True,
+    )
+    assert confirmed.exit_code == 128 + signal.SIGTERM  # sh without a trap dies of SIGTERM
+
+
+async def test_a_job_that_ignores_sigterm_is_killed_after_the_grace_period(
+    cluster: Cluster,
+) -> None:
+    ready = cluster.tmp / "ready"
+    async with cluster.agent(cluster.settings(stop_grace_seconds=1.0)):
+        await cluster.until_host()
+        await cluster.run("stubborn", payload(f"trap '' TERM; touch {ready}; {LOOP}"))
+        await wait_for_file(ready)
+
+        started = time.monotonic()
+        await cluster.preempt("stubborn")
+        confirmed = await cluster.until_reported("stubborn", ev.JobStopConfirmed)
+        waited = time.monotonic() - started
+    assert confirmed.exit_code == 128 + signal.SIGKILL
+    assert 1.0 <= waited < 5.0
+
+
+async def test_an_attempt_past_its_timeout_is_stopped_and_fails(cluster: Cluster) -> None:
+    async with cluster.agent(cluster.settings(stop_grace_seconds=1.0)):
+        await cluster.until_host()
+        await cluster.run("slow", payload(f"echo working; {LOOP}"), timeout=1)
+
+        failed = await cluster.until_reported("slow", ev.JobFailed, timeout=10)
+    running = cluster.reported("slow", ev.JobRunning)[0]
+    assert failed.reason == TIMEOUT_REASON
+    assert failed.failure_class is ev.FailureClass.ALGORITHM_ERROR
+    assert failed.exit_code == 128 + signal.SIGTERM
+    assert "working" in failed.log_tail
+    assert 1.0 <= failed.at - running.at < 3.0
+    assert cluster.job("slow").failure_reason == TIMEOUT_REASON
+
+
+async def test_a_stop_that_comes_before_the_launch_is_confirmed_without_a_launch(
+    cluster: Cluster,
+) -> None:
+    async with cluster.agent(cluster.settings()):
+        await cluster.until_host()
+        await cluster.submit("never", payload("touch should-not-run"))
+        await cluster.decide(
+            ev.JobDispatched(at=time.time(), job_id="never", attempt=1, hosts=("h1",)),
+            ev.JobPreemptionRequested(
+                at=time.time(), job_id="never", attempt=1, reason="reclaimed", for_job="x"
+            ),
+        )
+
+        confirmed = await cluster.until_reported("never", ev.JobStopConfirmed)
+        await cluster.until_status("never", JobStatus.RUNNABLE)
+    assert confirmed.exit_code is None
+    assert not cluster.reported("never", ev.JobStarting)
+
+
+async def test_a_restarted_agent_re_adopts_the_running_attempt(cluster: Cluster) -> None:
+    launches = cluster.tmp / "launches"
+    go = cluster.tmp / "go"
+    script = f"echo launched >> {launches}; while [ ! -e {go} ]; do sleep 0.05; done; exit 0"
+    settings = cluster.settings()
+    async with cluster.agent(settings):
+        await cluster.until_host()
+        await cluster.run("long", payload(script))
+        await wait_for_file(launches)
+        await cluster.until_status("long", JobStatus.RUNNING)
+    # The agent is gone; the job runs on.
+    record = json.loads(next((settings.data_dir / "attempts").glob("*.json")).read_text())
+    assert Path(f"/proc/{record['pid']}").exists()
+
+    async with cluster.agent(settings):
+        await cluster.until(
+            "re-registered",
+            lambda: sum(isinstance(e, ev.HostRegistered) for _, e in cluster.reports) == 2,
+        )
+        go.touch()
+        job = await cluster.until_status("long", JobStatus.SUCCEEDED)
+
+    assert launches.read_text() == "launched\n"
+    assert len(cluster.reported("long", ev.JobStarting)) == 1
+    assert len(cluster.reported("long", ev.JobRunning)) == 1
+    assert job.attempts[-1].exit_code == 0
+
+
+async def test_an_attempt_lost_while_the_agent_was_down_fails_as_infrastructure(
+    cluster: Cluster,
+) -> None:
+    ready = cluster.tmp / "ready"
+    settings = cluster.settings()
+    async with cluster.agent(settings):
+        await cluster.until_host()
+        await cluster.run("gone", payload(f"touch {ready}; {LOOP}"))
+        await wait_for_file(ready)
+        await cluster.until_status("gone", JobStatus.RUNNING)
+    record = json.loads(next((settings.data_dir / "attempts").glob("*.json")).read_text())
+    os.killpg(record["pid"], signal.SIGKILL)  # e.g. the machine rebooted
+    await _until_dead(record["pid"])
+
+    async with cluster.agent(settings):
+        failed = await cluster.until_reported("gone", ev.JobFailed)
+        job = await cluster.until_status("gone", JobStatus.RUNNABLE)
+    assert failed.failure_class is ev.FailureClass.INFRASTRUCTURE_ERROR
+    assert failed.reason == LOST_REASON
+    assert LOST_REASON in job.status_reason
+    assert list((settings.data_dir / "attempts").iterdir()) == []  # forgotten once folded
+
+
+async def test_the_cache_survives_a_warm_pool_reuse_and_goes_with_the_pool(
+    cluster: Cluster,
+) -> None:
+    settings = cluster.settings()
+    cache = settings.data_dir / "warmpool-cache" / "first"
+    seen = cluster.tmp / "seen"
+    write = 'echo weights > "$SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY/model"'
+    read = f'cat "$SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY/model" > {seen}'
+    async with cluster.agent(settings):
+        await cluster.until_host()
+        await cluster.run("first", payload(write), keep_alive=600)
+        await cluster.until_status("first", JobStatus.SUCCEEDED)
+        await cluster.decide(
+            ev.WarmPoolAvailable(
+                at=time.time(),
+                job_id="first",
+                hosts=("h1",),
+                expires_at=time.time() + 600,
+                chain_id="first",
+                chain_started_at=time.time(),
+            )
+        )
+        assert (cache / "model").read_text() == "weights\n"
+
+        await cluster.submit("second", payload(read), keep_alive=600)
+        await cluster.dispatch("second", warm_pool="first")
+        await cluster.until_status("second", JobStatus.SUCCEEDED)
+        assert seen.read_text() == "weights\n"
+        await cluster.decide(
+            ev.WarmPoolAvailable(
+                at=time.time(),
+                job_id="second",
+                hosts=("h1",),
+                expires_at=time.time() + 600,
+                chain_id="first",
+                chain_started_at=time.time(),
+            )
+        )
+        assert cache.exists()
+
+        await cluster.decide(
+            ev.WarmPoolTerminated(
+                at=time.time(),
+                job_id="second",
+                reason=ev.WarmPoolTerminationReason.EXPIRED,
+                billable_seconds=1,
+            )
+        )
+        assert cluster.follower.state.pools["second"].status is WarmPoolStatus.TERMINATED
+        await cluster.until("the cache is deleted", lambda: not cache.exists())
+
+
+async def test_the_cache_is_deleted_when_an_attempt_ends_without_a_pool(cluster: Cluster) -> None:
+    settings = cluster.settings()
+    cache = settings.data_dir / "warmpool-cache" / "cold"
+    async with cluster.agent(settings):
+        await cluster.until_host()
+        write = 'echo x > "$SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY/f"; sleep 0.3'
+        await cluster.run("cold", payload(write))
+        await wait_for_file(cache / "f")
+        await cluster.until_status("cold", JobStatus.SUCCEEDED)
+        await cluster.until("the cache is deleted", lambda: not cache.exists())
+        await cluster.until(
+            "the attempt is forgotten",
+            lambda: not list((settings.data_dir / "attempts").iterdir()),
+        )
+    assert not (settings.data_dir / "jobs" / "cold-1").exists()
+
+
+async def test_a_host_declared_lost_while_its_agent_lives_registers_again(
+    cluster: Cluster,
+) -> None:
+    async with cluster.agent(cluster.settings()):
+        await cluster.until_host()
+        await cluster.append(
+            subjects.host_decisions(cluster.log.prefix),
+            ev.HostLost(at=time.time(), host_id="h1", reason="heartbeat timeout"),
+        )
+        await cluster.until(
+            "h1 healthy again",
+            lambda: cluster.follower.state.hosts["h1"].status is HostStatus.HEALTHY,
+        )
+
+
+async def _until_dead(pid: int) -> None:
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        stat = Path(f"/proc/{pid}/stat")
+        if stat.exists() and stat.read_text().rsplit(")", 1)[-1].split()[0] == "Z":
+            return
+        time.sleep(0.02)
+
+
+async def test_a_failure_on_one_host_stops_the_attempt_on_the_others(cluster: Cluster) -> None:
+    ready = cluster.tmp / "ready-h2"
+    script = (
+        f'if [ "$SM_CURRENT_HOST" = h1 ]; then while [ ! -e {ready} ]; do sleep 0.05; done; '
+        f"exit 3; else touch {ready}; {LOOP}; fi"
+    )
+    async with cluster.agent(cluster.settings("h1")), cluster.agent(cluster.settings("h2")):
+        await cluster.until_host("h1")
+        await cluster.until_host("h2")
+        await cluster.submit("pair", payload(script))
+        await cluster.decide(
+            ev.JobDispatched(at=time.time(), job_id="pair", attempt=1, hosts=("h1", "h2"))
+        )
+
+        failed = await cluster.until_reported("pair", ev.JobFailed)
+        confirmed = await cluster.until_reported("pair", ev.JobStopConfirmed)
+        await cluster.until("the attempt is over", lambda: cluster.job("pair").awaiting_outcome)
+    assert (failed.host, failed.exit_code) == ("h1", 3)
+    assert (confirmed.host, confirmed.exit_code) == ("h2", 128 + signal.SIGTERM)
+    assert cluster.job("pair").ended_hosts == ["h1", "h2"]

@@ -1,0 +1,70 @@
+"""The process runtime's wrapper: it records how the job ended, even after a signal."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def wrap(exit_file: Path, *command: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "qm_node_agent.wrapper",
+            "--exit-file",
+            str(exit_file),
+            "--",
+            *command,
+        ],
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def test_the_exit_code_is_written_and_returned(tmp_path: Path) -> None:
+    exit_file = tmp_path / "exit"
+    proc = wrap(exit_file, "sh", "-c", "exit 7")
+
+    assert proc.wait(10) == 7
+    assert json.loads(exit_file.read_text()) == {"exit_code": 7, "start_error": None}
+
+
+def test_a_command_that_does_not_exist_is_a_start_error(tmp_path: Path) -> None:
+    exit_file = tmp_path / "exit"
+    proc = wrap(exit_file, "no-such-program-here")
+
+    assert proc.wait(10) == 127
+    status = json.loads(exit_file.read_text())
+    assert status["exit_code"] == 127
+    assert status["start_error"].startswith("command not found: no-such-program-here")
+
+
+def test_sigterm_to_the_group_reaches_the_job_and_the_wrapper_records_it(tmp_path: Path) -> None:
+    exit_file = tmp_path / "exit"
+    ready = tmp_path / "ready"
+    proc = wrap(
+        exit_file, "sh", "-c", f"trap 'exit 143' TERM; touch {ready}; while :; do sleep 0.05; done"
+    )
+    deadline = time.monotonic() + 10
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+    os.killpg(proc.pid, signal.SIGTERM)
+
+    assert proc.wait(10) == 143
+    assert json.loads(exit_file.read_text())["exit_code"] == 143
+
+
+def test_a_job_killed_by_a_signal_exits_128_plus_the_signal(tmp_path: Path) -> None:
+    exit_file = tmp_path / "exit"
+    proc = wrap(exit_file, "sh", "-c", "kill -KILL $$")
+
+    assert proc.wait(10) == 128 + signal.SIGKILL
+    assert json.loads(exit_file.read_text())["exit_code"] == 137
