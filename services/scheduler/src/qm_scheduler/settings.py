@@ -8,6 +8,8 @@ from collections.abc import Mapping
 
 import msgspec
 
+from quartermaster.envsettings import from_env
+
 
 class SchedulerSettings(msgspec.Struct, frozen=True, kw_only=True):
     nats_url: str = "nats://127.0.0.1:4222"
@@ -23,20 +25,9 @@ class SchedulerSettings(msgspec.Struct, frozen=True, kw_only=True):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SchedulerSettings:
-        env = os.environ if env is None else env
-
-        def get(name: str, default: str) -> str:
-            return env.get(f"QM_SCHEDULER_{name}", default)
-
-        return cls(
-            nats_url=get("NATS_URL", cls.nats_url),
-            stream=get("STREAM", cls.stream),
-            subject_prefix=get("SUBJECT_PREFIX", cls.subject_prefix),
-            instance_id=get("INSTANCE_ID", f"{socket.gethostname()}-{os.getpid()}"),
-            lease_ttl_seconds=float(get("LEASE_TTL_SECONDS", str(cls.lease_ttl_seconds))),
-            heartbeat_timeout_seconds=float(
-                get("HEARTBEAT_TIMEOUT_SECONDS", str(cls.heartbeat_timeout_seconds))
-            ),
-            snapshot_every=int(get("SNAPSHOT_EVERY", str(cls.snapshot_every))),
-            queues=tuple(q for q in get("QUEUES", "").split(",") if q),
+        settings = from_env(cls, "QM_SCHEDULER_", env)
+        if settings.instance_id:
+            return settings
+        return msgspec.structs.replace(
+            settings, instance_id=f"{socket.gethostname()}-{os.getpid()}"
         )

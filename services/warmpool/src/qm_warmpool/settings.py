@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
 import msgspec
+
+from quartermaster.envsettings import from_env
 
 
 class WarmPoolSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -16,10 +17,4 @@ class WarmPoolSettings(msgspec.Struct, frozen=True, kw_only=True):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> WarmPoolSettings:
-        env = os.environ if env is None else env
-        return cls(
-            nats_url=env.get("QM_WARMPOOL_NATS_URL", cls.nats_url),
-            stream=env.get("QM_WARMPOOL_STREAM", cls.stream),
-            subject_prefix=env.get("QM_WARMPOOL_SUBJECT_PREFIX", cls.subject_prefix),
-            tick_seconds=float(env.get("QM_WARMPOOL_TICK_SECONDS", str(cls.tick_seconds))),
-        )
+        return from_env(cls, "QM_WARMPOOL_", env)

@@ -5,16 +5,20 @@ from __future__ import annotations
 from quartermaster.events.base import CapacityLimit, Event, SharingStrategy, State
 
 
-class ServiceEnvironmentCreated(Event, frozen=True, tag="service_environment.created"):
+class _EnvironmentConfig(Event, frozen=True):
+    """An environment's whole configuration (created and updated carry the same)."""
+
     name: str
     capacity_limits: tuple[CapacityLimit, ...]
     state: State = State.ENABLED
 
 
-class ServiceEnvironmentUpdated(Event, frozen=True, tag="service_environment.updated"):
-    name: str
-    capacity_limits: tuple[CapacityLimit, ...]
-    state: State = State.ENABLED
+class ServiceEnvironmentCreated(_EnvironmentConfig, frozen=True, tag="service_environment.created"):
+    pass
+
+
+class ServiceEnvironmentUpdated(_EnvironmentConfig, frozen=True, tag="service_environment.updated"):
+    pass
 
 
 class SchedulingPolicyCreated(Event, frozen=True, tag="scheduling_policy.created"):
@@ -35,18 +39,8 @@ class JobQueueUpdated(Event, frozen=True, tag="job_queue.updated"):
     scheduling_policy: str
 
 
-class QuotaShareCreated(Event, frozen=True, tag="quota_share.created"):
-    job_queue: str
-    name: str
-    capacity_limits: tuple[CapacityLimit, ...]
-    strategy: SharingStrategy
-    borrow_limit: int = -1
-    in_share_preemption: State = State.DISABLED
-    state: State = State.ENABLED
-
-
-class QuotaShareUpdated(Event, frozen=True, tag="quota_share.updated"):
-    """Carries the whole new configuration, so the fold needs no merge rules."""
+class _QuotaShareConfig(Event, frozen=True):
+    """A share's whole configuration, so the fold needs no merge rules for updates."""
 
     job_queue: str
     name: str
@@ -55,6 +49,14 @@ class QuotaShareUpdated(Event, frozen=True, tag="quota_share.updated"):
     borrow_limit: int = -1
     in_share_preemption: State = State.DISABLED
     state: State = State.ENABLED
+
+
+class QuotaShareCreated(_QuotaShareConfig, frozen=True, tag="quota_share.created"):
+    pass
+
+
+class QuotaShareUpdated(_QuotaShareConfig, frozen=True, tag="quota_share.updated"):
+    pass
 
 
 class QuotaShareDeleted(Event, frozen=True, tag="quota_share.deleted"):

@@ -110,19 +110,8 @@ def could_run_now(state: State, queue: str, share_name: str, unit: str, count: i
     use = usage_by_share(state)
     used = {s.name: use.get((queue, s.name, unit), 0) for s in shares}
     own = {s.name: s.own(unit) for s in shares}
-    env_used = sum(
-        u for (q, _, un), u in use.items() if un == unit and state.queues[q].environment == env
-    )
-    free_hosts = sum(
-        1
-        for h in state.hosts.values()
-        if h.unit == unit
-        and h.holder is None
-        and h.status is HostStatus.HEALTHY
-        and h.environment in (None, env)
-    )
-    maximum = state.environments[env].max_capacity.get(unit, 0)
-    physical = max(0, min(maximum - env_used, free_hosts))
+    env_used = _env_used(use, state, env, unit)
+    physical = physical_free(state, env, unit)
     idle = {n: max(0, own[n] - used[n]) for n in own}
     strategy = {s.name: s.strategy for s in shares}
     held_back = sum(
@@ -177,11 +166,15 @@ def snapshot(state: State) -> bytes:
     )
 
 
-def physical_free(state: State, env: str, unit: str) -> int:
-    use = usage_by_share(state)
-    env_used = sum(
+def _env_used(use: Counter[tuple[str, str, str]], state: State, env: str, unit: str) -> int:
+    return sum(
         u for (q, _, un), u in use.items() if un == unit and state.queues[q].environment == env
     )
+
+
+def physical_free(state: State, env: str, unit: str) -> int:
+    """Units the environment could still take: free healthy hosts, capped by maxCapacity."""
+    env_used = _env_used(usage_by_share(state), state, env, unit)
     free_hosts = sum(
         1
         for h in state.hosts.values()
