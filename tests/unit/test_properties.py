@@ -23,6 +23,7 @@ from quartermaster.testing.invariants import (
     check_limits,
     check_reserve_respected,
     check_work_conservation,
+    reserve_shortfall,
     snapshot,
 )
 
@@ -64,16 +65,18 @@ class SchedulerHistory(RuleBasedStateMachine):
             for d in decisions:
                 if isinstance(d, ev.JobPreemptionRequested):
                     self._check_preemption(d)
+            before = reserve_shortfall(self.w.state)
             for d in decisions:
                 fold(self.w.state, d)
-            cold = {
-                (self.w.job(d.job_id).queue, self.w.job(d.job_id).share, self.w.job(d.job_id).unit)
-                for d in decisions
-                if isinstance(d, ev.JobDispatched) and d.warm_pool is None
-            }
-            check_reserve_respected(self.w.state, cold)
+            # Record the batch first: a failed check must not hide it from the replay.
             self.w.log.extend(decisions)
             self.batches.append((True, decisions))
+            given = {
+                (self.w.job(d.job_id).queue, self.w.job(d.job_id).share, self.w.job(d.job_id).unit)
+                for d in decisions
+                if isinstance(d, ev.JobDispatched)
+            }
+            check_reserve_respected(self.w.state, given, before)
 
     def _check_preemption(self, d: ev.JobPreemptionRequested) -> None:
         victim, target = self.w.job(d.job_id), self.w.job(d.for_job)
@@ -252,12 +255,26 @@ class SchedulerHistory(RuleBasedStateMachine):
                 assert decide(replayed) == batch, "re-running the pass differs from the record"
             for event in batch:
                 fold(replayed, ev.decode(ev.encode(event)))
-        assert snapshot(replayed) == snapshot(self.w.state)
+        same_state(replayed, self.w.state, "replaying the log")
         restored, position = restore(take(self.w.state, seq=len(self.batches)))
         assert position == len(self.batches)
-        assert snapshot(restored) == snapshot(self.w.state)
+        same_state(restored, self.w.state, "restoring a snapshot")
         check_allocation(restored)
         assert decide(restored) == decide(self.w.state)
+
+
+def same_state(got: State, want: State, how: str) -> None:
+    """Compare entity by entity so a failure names what differs (not a byte diff)."""
+    if snapshot(got) == snapshot(want):
+        return
+    for kind in ("jobs", "hosts", "pools"):
+        mine, theirs = getattr(got, kind), getattr(want, kind)
+        for key in sorted(set(mine) | set(theirs)):
+            if mine.get(key) != theirs.get(key):
+                raise AssertionError(
+                    f"{how}: {kind}[{key}] differs:\n{mine.get(key)}\n{theirs.get(key)}"
+                )
+    raise AssertionError(f"{how}: usage indexes differ")
 
 
 TestSchedulerHistory = SchedulerHistory.TestCase

@@ -537,3 +537,22 @@ def test_keep_alive_zero_before_the_pool_opens_releases_the_hosts() -> None:
     w.pass_()
     assert "a" not in w.state.pools
     assert w.state.hosts["h1"].holder is None
+
+
+def test_a_reserve_shares_pool_is_not_taken_when_its_idle_units_would_lose_their_hosts() -> None:
+    """Found by the property test: taking a RESERVE share's pool is lending its units."""
+    from quartermaster.testing.builders import World, a_job
+
+    w = World().environment(ml_g5_xlarge=2).queue().hosts(2)
+    w.share("A", 1, "LEND_AND_BORROW")
+    w.share("C", 1, "RESERVE")
+    w.submit(a_job(name="c", share="C", keep_alive=60))
+    w.submit(a_job(name="a1", share="A"))
+    w.pass_()
+    w.start("c").succeed("c").start("a1")
+    w.pass_()
+    assert w.state.pools["c"].status == "Available"
+    w.submit(a_job(name="a2", share="A"))  # matches c's pool, but A would borrow C's unit
+    w.pass_()
+    assert w.status("a2") == "RUNNABLE"
+    assert w.state.pools["c"].status == "Available"

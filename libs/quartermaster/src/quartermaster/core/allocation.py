@@ -57,14 +57,17 @@ class UnitPass:
         hosts = self.picker.count(self.env, self.unit) + self.free_delta
         return max(0, min(self.max_capacity - self.env_use, hosts))
 
-    def avail_own(self, name: str) -> int:
-        """Free units this share may take: RESERVE shares' idle units are held back."""
-        held_back = sum(
+    def held_back(self, name: str) -> int:
+        """Idle units of RESERVE shares (other than `name`): never given to anyone else."""
+        return sum(
             self.idle(n)
             for n, s in self.shares.items()
             if s.strategy is SharingStrategy.RESERVE and n != name
         )
-        return max(0, self.physical_free() - held_back)
+
+    def avail_own(self, name: str) -> int:
+        """Free units this share may take: RESERVE shares' idle units are held back."""
+        return max(0, self.physical_free() - self.held_back(name))
 
     def lending_ok(self) -> bool:
         """Is everything borrowed covered by lenders' idle units plus unassigned capacity?"""
@@ -153,9 +156,12 @@ class UnitPass:
         self.use[to] += sign * pool.count
 
     def _pool_fits(self, pool: WarmPool, name: str, own_only: bool) -> bool:
+        # Taking a RESERVE share's pool must not leave its idle units without free hosts.
+        shortfall = self.held_back(name) - self.physical_free()
         self._move_pool(pool, name, 1)
         try:
-            return self.within_limits(name, own_only)
+            reserve_kept = self.held_back(name) - self.physical_free() <= max(0, shortfall)
+            return reserve_kept and self.within_limits(name, own_only)
         finally:
             self._move_pool(pool, name, -1)
 

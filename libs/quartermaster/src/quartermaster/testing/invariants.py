@@ -187,18 +187,37 @@ def physical_free(state: State, env: str, unit: str) -> int:
     return max(0, min(maximum - env_used, free_hosts))
 
 
-def check_reserve_respected(state: State, dispatched_shares: set[tuple[str, str, str]]) -> None:
-    """After cold dispatches to non-RESERVE shares, RESERVE shares' idle units are still free."""
+def reserve_shortfall(state: State) -> dict[tuple[str, str], int]:
+    """Per (queue, unit): RESERVE shares' idle units that have no free host behind them."""
     use = usage_by_share(state)
-    for queue, share_name, unit in dispatched_shares:
+    out: dict[tuple[str, str], int] = {}
+    for queue_name, queue in state.queues.items():
+        if queue.environment not in state.environments:
+            continue
+        for unit in state.environments[queue.environment].max_capacity:
+            reserved = sum(
+                max(0, s.own(unit) - use.get((queue_name, s.name, unit), 0))
+                for (q, _), s in state.shares.items()
+                if q == queue_name and s.strategy is SharingStrategy.RESERVE
+            )
+            out[(queue_name, unit)] = reserved - physical_free(state, queue.environment, unit)
+    return out
+
+
+def check_reserve_respected(
+    state: State,
+    dispatched_to: set[tuple[str, str, str]],
+    shortfall_before: dict[tuple[str, str], int],
+) -> None:
+    """Dispatches to non-RESERVE shares never eat into RESERVE shares' idle units.
+
+    Relative to before the batch: host loss may already have left a shortfall,
+    which a dispatch must not deepen.
+    """
+    after = reserve_shortfall(state)
+    for queue, share_name, unit in dispatched_to:
         share = state.shares.get((queue, share_name))
         if share is None or share.strategy is SharingStrategy.RESERVE:
             continue
-        env = state.queues[queue].environment
-        reserved = sum(
-            max(0, s.own(unit) - use.get((queue, s.name, unit), 0))
-            for (q, _), s in state.shares.items()
-            if q == queue and s.strategy is SharingStrategy.RESERVE
-        )
-        if physical_free(state, env, unit) < reserved:
+        if after[(queue, unit)] > max(0, shortfall_before.get((queue, unit), 0)):
             _fail(f"a dispatch to {share_name} took units held back for RESERVE shares")
