@@ -541,18 +541,24 @@ def test_keep_alive_zero_before_the_pool_opens_releases_the_hosts() -> None:
 
 def test_a_reserve_shares_pool_is_not_taken_when_its_idle_units_would_lose_their_hosts() -> None:
     """Found by the property test: taking a RESERVE share's pool is lending its units."""
+    from quartermaster import events as ev
     from quartermaster.testing.builders import World, a_job
 
-    w = World().environment(ml_g5_xlarge=2).queue().hosts(2)
+    w = World().environment(ml_g5_xlarge=4).queue().hosts(4)
     w.share("A", 1, "LEND_AND_BORROW")
+    w.share("B", 2, "LEND")
     w.share("C", 1, "RESERVE")
-    w.submit(a_job(name="c", share="C", keep_alive=60))
-    w.submit(a_job(name="a1", share="A"))
+    pool_key = ev.WarmPoolKey(role_arn="r-c", instance_type="ml.g5.xlarge")
+    w.submit(a_job(name="c", share="C", keep_alive=60, key=pool_key))
     w.pass_()
-    w.start("c").succeed("c").start("a1")
+    w.start("c").succeed("c")
+    w.submit(a_job(name="a1", share="A"))  # other keys: cold hosts
+    w.submit(a_job(name="b1", share="B"))
+    w.pass_()
+    w.lose_host("h4")  # capacity 3 < limits 4: B's idle unit has no host behind it
     w.pass_()
     assert w.state.pools["c"].status == "Available"
-    w.submit(a_job(name="a2", share="A"))  # matches c's pool, but A would borrow C's unit
+    w.submit(a_job(name="a2", share="A", key=pool_key))  # matches; B's idle unit looks lendable
     w.pass_()
     assert w.status("a2") == "RUNNABLE"
     assert w.state.pools["c"].status == "Available"
