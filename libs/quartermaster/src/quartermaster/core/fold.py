@@ -137,6 +137,8 @@ def _submitted(state: State, e: ev.JobSubmitted) -> None:
         tags=dict(e.tags),
         client_token=e.client_token,
         chain_id=e.job_id,
+        attempt_duration_seconds=e.attempt_duration_seconds,
+        service_job_type=e.service_job_type,
     )
     state.jobs[job.job_id] = job
     state.enqueue(job)

@@ -115,6 +115,8 @@ class Job(msgspec.Struct):
     payload: str
     tags: dict[str, str]
     client_token: str | None
+    attempt_duration_seconds: int | None = None  # as submitted (timeout_seconds applies)
+    service_job_type: str = "SAGEMAKER_TRAINING"
     status: JobStatus = JobStatus.RUNNABLE
     status_reason: str = ""
     is_terminated: bool = False

@@ -27,7 +27,6 @@ from quartermaster.store import arns
 
 Doc = dict[str, Any]
 
-SERVICE_JOB_TYPE = "SAGEMAKER_TRAINING"  # the only type; the core does not keep it
 
 SUMMARY_FIELDS = (
     "job_id",
@@ -124,7 +123,7 @@ def job_doc(state: State, job: Job) -> Doc:
         "job_arn": arns.job(job.job_id),
         "job_queue": job.queue,
         "quota_share_name": job.share,
-        "service_job_type": SERVICE_JOB_TYPE,
+        "service_job_type": job.service_job_type,
         "status": f"JOB_STATUS_{job.status.value}",
         "status_reason": job.status_reason,
         "scheduling_priority": job.priority,
@@ -141,7 +140,7 @@ def job_doc(state: State, job: Job) -> Doc:
         "retry_strategy": _retry_strategy(job),
         "preemption_configuration": preemption,
         # The core keeps min(attemptDurationSeconds, MaxRuntimeInSeconds): the limit in force.
-        "timeout_config": {"attempt_duration_seconds": job.timeout_seconds or 0},
+        "timeout_config": {"attempt_duration_seconds": job.attempt_duration_seconds or 0},
         "tags": dict(job.tags),
         "service_request_payload": job.payload,
     }
