@@ -158,7 +158,7 @@ def share_list(c: Quartermaster, a: argparse.Namespace) -> None:
 def job_submit(c: Quartermaster, a: argparse.Namespace) -> None:
     payload = training_job(
         image=a.image,
-        command=[c for c in a.argv if c != "--"],
+        command=a.argv,
         instance_type=a.instance_type,
         instance_count=a.count,
         keep_alive_seconds=a.keep_alive,
@@ -347,7 +347,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=int, default=None)
     p.add_argument("--attempts", type=int, default=None)
     p.add_argument("--client-token", default=None)
-    p.add_argument("argv", nargs=argparse.REMAINDER, help="-- entrypoint and arguments")
+    p.set_defaults(argv=[])  # after `--`: the entrypoint and its arguments
     command(job, "describe", job_describe).add_argument("job_id")
     p = command(job, "list", job_list)
     p.add_argument("queue")
@@ -379,7 +379,13 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    # argparse's sub-commands do not take `--`: the job's command is split off first.
+    command = words[words.index("--") + 1 :] if "--" in words else []
+    words = words[: words.index("--")] if "--" in words else words
+    args = parser().parse_args(words)
+    if command:
+        args.argv = command
     if args.group in ("up", "demo"):
         from quartermaster.stack.cli import run_stack_command  # needs the service packages
 
