@@ -116,8 +116,14 @@ class EmbeddedNats:
         ]
         began = time.monotonic()
         try:
+            # Own session: a terminal's Ctrl-C reaches `qm up`, which stops the server
+            # itself after its services; the server must not die first.
             self._process = subprocess.Popen(
-                args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
             )
         except OSError as err:
             shutil.rmtree(ports_dir, ignore_errors=True)
