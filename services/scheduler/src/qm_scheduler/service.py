@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hashlib
 import logging
 import time
@@ -45,6 +46,8 @@ class Scheduler:
         self.follower = LogFollower(self.log, snapshot)
         if snapshot is not None:
             log.info("restored snapshot at seq=%d", self.follower.seq)
+            gc.collect()
+            gc.freeze()  # the restored state is long-lived: keep full collections off it
         self.follower.listen(self._on_batch)
         self.leases = await KvLease.open(self.log, self.settings.lease_bucket, max_ttl_s=3600)
         await self.follower.start()
