@@ -49,7 +49,12 @@ class SubmissionPlanner:
                 in_batch.add(job_id)
             job = state.jobs.get(job_id)
             outcomes.append(job_reply(job_id, job.job_name if job else request.job_name))
-        return Plan(events, outcomes, msg_id=submit_msg_id(in_batch) if in_batch else None)
+        return Plan(
+            events,
+            outcomes,
+            msg_id=submit_msg_id(in_batch) if in_batch else None,
+            rejected_some=any(isinstance(o, RequestRejected) for o in outcomes),
+        )
 
     async def _one(
         self,

@@ -19,7 +19,7 @@ from typing import Generic, TypeVar
 
 import msgspec
 
-from qm_admission.errors import TransientAdmissionError, invalid
+from qm_admission.errors import RequestRejected, TransientAdmissionError, invalid
 from qm_admission.tokens import new_msg_id
 from quartermaster.bus import FencedAppendError, JetStreamLog
 from quartermaster.core import State
@@ -40,6 +40,7 @@ class Plan(msgspec.Struct, Generic[T], frozen=True):
     events: list[Event]
     result: T
     msg_id: str | None = None  # None: a random id that dedupes this write's own retries
+    rejected_some: bool = False  # a batch refused some items: recheck them caught up
 
 
 class Written(msgspec.Struct, Generic[T], frozen=True):
@@ -71,16 +72,37 @@ class RequestWriter:
         self.last_seq = 0  # newest envelope this process appended (for read-your-writes)
 
     async def write(self, planner: Planner[T]) -> Written[T]:
-        """Plan on the current state and append; raises `RequestRejected` from the plan."""
+        """Plan on the current state and append; raises `RequestRejected` from the plan.
+
+        The first try plans on the state as folded so far (this process's own
+        writes included), without asking the server where the stream ends: the
+        fence catches a request that raced with another writer. Only a fenced
+        append or a rejection is re-planned on the caught-up state, so a stale
+        view can never wrongly accept (fenced) nor wrongly reject (re-checked).
+        """
         fallback_msg_id = new_msg_id()
         async with self._lock:
+            fresh = False
             for _ in range(self._max_fenced_retries):
                 try:
-                    position = await self._follower.catch_up(self._catch_up_timeout)
+                    if fresh:
+                        position = await self._follower.catch_up(self._catch_up_timeout)
+                    else:
+                        await self._follower.wait_for(self.last_seq, self._catch_up_timeout)
+                        position = self._follower.seq
                 except TimeoutError as err:
                     raise TransientAdmissionError("the event log follower is behind") from err
-                planned = planner(self._follower.state, self._clock())
-                plan = await planned if isinstance(planned, Awaitable) else planned
+                try:
+                    planned = planner(self._follower.state, self._clock())
+                    plan = await planned if isinstance(planned, Awaitable) else planned
+                except RequestRejected:
+                    if fresh:
+                        raise
+                    fresh = True  # the view may trail another writer: check again caught up
+                    continue
+                if not fresh and (plan.rejected_some or not plan.events):
+                    fresh = True  # answer refusals and no-ops from the caught-up state
+                    continue
                 if not plan.events:
                     return Written(plan.result, max(position, self._follower.seq), False)
                 data = encode_batch(plan.events)
@@ -100,6 +122,7 @@ class RequestWriter:
                     )
                 except FencedAppendError:
                     log.debug("request append fenced at subject seq %d; planning again", expected)
+                    fresh = True
                     continue
                 self.last_seq = max(self.last_seq, seq)
                 log.debug("request appended seq=%d events=%d", seq, len(plan.events))
