@@ -8,7 +8,6 @@ port and the same `store_dir`, a restarted server serves the same streams.
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import contextlib
 import json
@@ -22,13 +21,13 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 
 from quartermaster.embedded.errors import (
     PermanentEmbeddedServerError,
     ServerBinaryNotFoundError,
     TransientEmbeddedServerError,
 )
+from quartermaster.embedded.managed import ManagedServer
 
 _BINARY = "nats-server"
 
@@ -47,7 +46,7 @@ def find_nats_server() -> str:
     return found
 
 
-class EmbeddedNats:
+class EmbeddedNats(ManagedServer):
     """One `nats-server -js` process bound to `host`, storing JetStream data in `store_dir`."""
 
     def __init__(
@@ -180,28 +179,6 @@ class EmbeddedNats:
                 process.wait()
         if process.stderr:
             process.stderr.close()
-
-    def __enter__(self) -> EmbeddedNats:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> EmbeddedNats:
-        return await asyncio.to_thread(self.start)
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.to_thread(self.stop)
 
 
 def _read_ports_file(ports_dir: Path, pid: int) -> int | None:

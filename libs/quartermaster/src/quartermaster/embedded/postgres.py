@@ -11,14 +11,12 @@ refuses to run as root). Pick a data dir whose parents may be opened up like tha
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import re
 import subprocess
 import time
 import warnings
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from quartermaster.embedded.errors import (
@@ -26,6 +24,7 @@ from quartermaster.embedded.errors import (
     ServerBinaryNotFoundError,
     TransientEmbeddedServerError,
 )
+from quartermaster.embedded.managed import ManagedServer
 
 _DATABASE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -43,7 +42,7 @@ def _load_get_server() -> Any:
     return get_server
 
 
-class EmbeddedPostgres:
+class EmbeddedPostgres(ManagedServer):
     """One Postgres server on `data_dir`; `url()` gives an asyncpg-usable DSN."""
 
     def __init__(self, data_dir: Path | str) -> None:
@@ -115,25 +114,3 @@ class EmbeddedPostgres:
             await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         finally:
             await conn.close()
-
-    def __enter__(self) -> EmbeddedPostgres:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> EmbeddedPostgres:
-        return await asyncio.to_thread(self.start)
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.to_thread(self.stop)
