@@ -100,9 +100,23 @@ class SchedulerHistory(RuleBasedStateMachine):
         keep_alive=st.sampled_from([0, 0, 60]),
         attempts=st.integers(1, 3),
         role=st.sampled_from(["r1", "r2"]),
+        timeout=st.sampled_from([None, None, 45]),
+        preemption_retries=st.sampled_from([None, None, 0, 1]),
+        exit_rule=st.sampled_from(
+            [(), (ev.EvaluateOnExit(action="EXIT", on_status_reason="algo*"),)]
+        ),
     )
     def submit(
-        self, share: str, priority: int, count: int, keep_alive: int, attempts: int, role: str
+        self,
+        share: str,
+        priority: int,
+        count: int,
+        keep_alive: int,
+        attempts: int,
+        role: str,
+        timeout: int | None,
+        preemption_retries: int | None,
+        exit_rule: tuple[ev.EvaluateOnExit, ...],
     ) -> None:
         self.n += 1
         self.w.clock += 0.5
@@ -113,6 +127,9 @@ class SchedulerHistory(RuleBasedStateMachine):
             count=count,
             keep_alive=keep_alive,
             attempts=attempts,
+            timeout=timeout,
+            preemption_retries=preemption_retries,
+            evaluate_on_exit=exit_rule,
             key=ev.WarmPoolKey(role_arn=role, instance_type=UNIT, instance_count=count),
         )
         before = len(self.w.log)
