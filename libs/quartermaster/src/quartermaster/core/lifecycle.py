@@ -8,7 +8,6 @@ job takes and gives back its hosts all at once.
 from __future__ import annotations
 
 from quartermaster.core.model import (
-    ACTIVE_STATUSES,
     Job,
     JobStatus,
     StopCause,
@@ -28,10 +27,6 @@ def current(state: State, job_id: str, attempt: int) -> Job | None:
     if job is None or job.attempt_no != attempt or not job.hosts or job.awaiting_outcome:
         return None
     return job
-
-
-def stoppable(job: Job) -> bool:
-    return job.status in ACTIVE_STATUSES and job.stop_cause is None and not job.awaiting_outcome
 
 
 def request_stop(state: State, job: Job, cause: StopCause, reason: str) -> None:

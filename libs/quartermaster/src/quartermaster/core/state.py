@@ -64,23 +64,6 @@ class State:
     def shares_of(self, queue: str) -> list[Share]:
         return sorted((s for (q, _), s in self.shares.items() if q == queue), key=lambda s: s.name)
 
-    def units_of(self, queue: str) -> list[str]:
-        env = self.environments.get(self.queues[queue].environment)
-        return sorted(env.max_capacity) if env else []
-
-    def free_hosts(self, env: str, unit: str) -> int:
-        return len(self.free_unbound[unit]) + len(self.free_bound[(env, unit)])
-
-    def physical_free(self, env: str, unit: str) -> int:
-        """Units this environment could still take: free hosts, capped by maxCapacity."""
-        environment = self.environments[env]
-        room = environment.max_capacity.get(unit, 0) - self.env_use[(env, unit)]
-        return max(0, min(room, self.free_hosts(env, unit)))
-
-    def capacity(self, env: str, unit: str) -> int:
-        """Usable capacity C of a unit: what the environment holds plus what it could take."""
-        return self.env_use[(env, unit)] + self.physical_free(env, unit)
-
     # ---- host allocation ----------------------------------------------
     def _free_list(self, host: Host) -> SortedList:
         if host.environment is None:
@@ -154,15 +137,6 @@ class State:
             for _, pid in self.available_pools[(env, unit)]
             if self.pools[pid].key == key
         ]
-
-    def share_pools(self, queue: str, share: str, unit: str) -> list[WarmPool]:
-        env = self.environment_of(queue)
-        out = []
-        for _, pid in self.available_pools[(env, unit)]:
-            pool = self.pools[pid]
-            if pool.queue == queue and pool.share == share:
-                out.append(pool)
-        return out
 
     def is_available(self, pool_id: str | None) -> bool:
         if pool_id is None:

@@ -33,9 +33,6 @@ class JobSpec(msgspec.Struct):
     def named(self, name: str) -> JobSpec:
         return msgspec.structs.replace(self, name=name)
 
-    def with_(self, **changes: object) -> JobSpec:
-        return msgspec.structs.replace(self, **changes)
-
 
 def a_job(**fields: object) -> JobSpec:
     return JobSpec(**fields)  # type: ignore[arg-type]
