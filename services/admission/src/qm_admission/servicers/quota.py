@@ -130,12 +130,7 @@ class QuotaManagement(rpc.QuotaManagementServicer):
         await write(
             self._b, context, lambda s, now: validation.create_quota_share(request, s, at=now)
         )
-        queue = reference("job_queue", request.job_queue, Kind.JOB_QUEUE)
-        return pb.CreateQuotaShareResponse(
-            job_queue=queue,
-            quota_share_name=request.quota_share_name,
-            quota_share_arn=share_arn(queue, request.quota_share_name),
-        )
+        return pb.CreateQuotaShareResponse(**_share_names(request))
 
     async def UpdateQuotaShare(
         self, request: pb.UpdateQuotaShareRequest, context: Any
@@ -143,12 +138,7 @@ class QuotaManagement(rpc.QuotaManagementServicer):
         await write(
             self._b, context, lambda s, now: validation.update_quota_share(request, s, at=now)
         )
-        queue = reference("job_queue", request.job_queue, Kind.JOB_QUEUE)
-        return pb.UpdateQuotaShareResponse(
-            job_queue=queue,
-            quota_share_name=request.quota_share_name,
-            quota_share_arn=share_arn(queue, request.quota_share_name),
-        )
+        return pb.UpdateQuotaShareResponse(**_share_names(request))
 
     async def DeleteQuotaShare(
         self, request: pb.DeleteQuotaShareRequest, context: Any
@@ -185,3 +175,15 @@ class QuotaManagement(rpc.QuotaManagementServicer):
         return pb.ListQuotaSharesResponse(
             quota_shares=[parse(d, pb.QuotaShareDetail()) for d in docs], next_token=token or ""
         )
+
+
+def _share_names(
+    request: pb.CreateQuotaShareRequest | pb.UpdateQuotaShareRequest,
+) -> dict[str, str]:
+    """The queue, name and ARN a share create or update answers with."""
+    queue = reference("job_queue", request.job_queue, Kind.JOB_QUEUE)
+    return {
+        "job_queue": queue,
+        "quota_share_name": request.quota_share_name,
+        "quota_share_arn": share_arn(queue, request.quota_share_name),
+    }
