@@ -19,8 +19,8 @@ from pathlib import Path
 
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.client import Quartermaster, TrainingQueue, training_job
-from quartermaster.stack.settings import StackSettings
-from quartermaster.testing.stack import StackThread
+from quartermaster_stack.settings import StackSettings
+from quartermaster_stack.thread import StackThread
 
 UNIT = "ml.g5.xlarge"
 

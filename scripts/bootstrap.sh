@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install everything Quartermaster needs on a fresh Debian machine, idempotently:
-# a virtualenv with the shared libs and every service (editable), and, as root,
+# a virtualenv with the shared libs, every service and the one-machine stack (editable), and, as root,
 # a local Docker engine plus the locally built test images (no registry pulls).
 #
 #   bash scripts/bootstrap.sh            # venv + docker engine + test images
@@ -13,12 +13,13 @@ if [[ ! -x .venv/bin/python ]]; then
     "$python" -m venv .venv
 fi
 stamp=.venv/.qm-installed
-inputs=$(cat libs/quartermaster/pyproject.toml services/*/pyproject.toml | sha256sum | cut -c1-16)
+inputs=$(cat libs/*/pyproject.toml services/*/pyproject.toml | sha256sum | cut -c1-16)
 if [[ ! -f $stamp || $(cat "$stamp") != "$inputs" ]]; then
     .venv/bin/python -m pip install -q --upgrade pip
     .venv/bin/python -m pip install -q \
         -e "libs/quartermaster[dev]" \
-        -e services/scheduler -e services/warmpool -e services/admission -e services/node-agent
+        -e services/scheduler -e services/warmpool -e services/admission -e services/node-agent \
+        -e libs/quartermaster-stack
     echo "$inputs" > "$stamp"
 fi
 

@@ -12,8 +12,8 @@ import pytest
 from quartermaster.client import Quartermaster
 from quartermaster.embedded.nats_server import EmbeddedNats
 from quartermaster.embedded.postgres import EmbeddedPostgres
-from quartermaster.stack.settings import StackSettings
-from quartermaster.testing.stack import StackThread
+from quartermaster_stack.settings import StackSettings
+from quartermaster_stack.thread import StackThread
 
 _numbers = itertools.count(1)
 StackFactory = Callable[..., StackThread]

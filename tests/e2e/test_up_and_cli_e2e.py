@@ -9,8 +9,8 @@ from scenario import LONG, UNIT, setup_queue, shell, status, until
 
 from quartermaster.cli.main import main as qm
 from quartermaster.client import Quartermaster, TrainingQueuedJob
-from quartermaster.stack.settings import StackSettings
-from quartermaster.testing.stack import StackThread
+from quartermaster_stack.settings import StackSettings
+from quartermaster_stack.thread import StackThread
 
 
 def test_restart_on_the_same_data_dir_resumes_with_nothing_lost(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from google.protobuf import json_format
 
+from quartermaster.cli import plugins
 from quartermaster.cli.tables import enum_name, render, when
 from quartermaster.client import (
     Quartermaster,
@@ -263,19 +264,6 @@ def nodes_drain(c: Quartermaster, a: argparse.Namespace) -> None:
 # ---- parser ----------------------------------------------------------------
 
 
-def _stack_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--nodes", type=int, default=3)
-    p.add_argument("--instance-type", default="ml.g5.xlarge")
-    p.add_argument("--runtime", choices=("process", "docker"), default="process")
-    p.add_argument("--grpc-port", type=int, default=50051)
-    p.add_argument("--data-dir", default=".qm-data")
-    p.add_argument("--nats-url", default=None, help="use this NATS server instead of embedding one")
-    p.add_argument(
-        "--postgres-url", default=None, help="use this Postgres instead of embedding one"
-    )
-    p.add_argument("--gpus-per-node", type=int, default=None, help="default: detect (nvidia-smi)")
-
-
 def _share_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("queue")
     p.add_argument("name")
@@ -292,10 +280,7 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--address", default="127.0.0.1:50051", help="admission gRPC address")
     groups = top.add_subparsers(dest="group", required=True)
 
-    up = groups.add_parser("up", help="run the whole stack on this machine")
-    _stack_flags(up)
-    demo = groups.add_parser("demo", help="bring the stack up and play the seed scenario")
-    _stack_flags(demo)
+    plugins.register_all(groups)
 
     def group(name: str, help_: str) -> argparse._SubParsersAction[argparse.ArgumentParser]:
         return groups.add_parser(name, help=help_).add_subparsers(dest="command", required=True)
@@ -386,10 +371,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(words)
     if command:
         args.argv = command
-    if args.group in ("up", "demo"):
-        from quartermaster.stack.cli import run_stack_command  # needs the service packages
-
-        return run_stack_command(args)
+    if hasattr(args, "run"):  # a plugin's command (e.g. `qm up`): it needs no client
+        return int(args.run(args))
     with Quartermaster(args.address) as client:
         try:
             args.handler(client, args)

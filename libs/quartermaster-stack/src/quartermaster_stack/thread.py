@@ -13,8 +13,8 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from quartermaster.stack.settings import StackSettings
-from quartermaster.stack.stack import Stack
+from quartermaster_stack.settings import StackSettings
+from quartermaster_stack.stack import Stack
 
 T = TypeVar("T")
 

@@ -20,12 +20,20 @@ import asyncpg
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from qm_admission.server import create_server, stop_server
+from qm_admission.settings import Settings as AdmissionSettings
+from qm_node_agent.agent import NodeAgent
+from qm_node_agent.settings import NodeSettings, RuntimeKind
+from qm_scheduler.service import Scheduler
+from qm_scheduler.settings import SchedulerSettings
+from qm_warmpool.service import WarmPoolService
+from qm_warmpool.settings import WarmPoolSettings
 from quartermaster.bus import JetStreamLog
 from quartermaster.embedded.nats_server import EmbeddedNats
 from quartermaster.embedded.postgres import EmbeddedPostgres
 from quartermaster.eventlog import LogFollower
-from quartermaster.stack.settings import StackSettings
 from quartermaster.store import Projector, ReadModel
+from quartermaster_stack.settings import StackSettings
 
 log = logging.getLogger("qm.stack")
 
@@ -149,9 +157,6 @@ class Stack:
         return stop
 
     async def _scheduler(self) -> Stopper:
-        from qm_scheduler.service import Scheduler
-        from qm_scheduler.settings import SchedulerSettings
-
         settings = SchedulerSettings(
             instance_id="stack-scheduler",
             lease_ttl_seconds=3.0,
@@ -163,9 +168,6 @@ class Stack:
         return self._task("scheduler", scheduler.run(), event_log)
 
     async def _warmpool(self) -> Stopper:
-        from qm_warmpool.service import WarmPoolService
-        from qm_warmpool.settings import WarmPoolSettings
-
         event_log = await self._connect("warmpool")
         service = WarmPoolService(
             WarmPoolSettings(tick_seconds=self.settings.tick_seconds), event_log
@@ -174,9 +176,6 @@ class Stack:
         return self._task("warmpool", service.run(), event_log)
 
     async def _admission(self) -> Stopper:
-        from qm_admission.server import create_server, stop_server
-        from qm_admission.settings import Settings as AdmissionSettings
-
         event_log = await self._connect("admission")
         projector = Projector(self._pool, self.settings.pg_schema)
         await projector.prepare()
@@ -201,9 +200,6 @@ class Stack:
         return stop
 
     async def _agent(self, host: str) -> Stopper:
-        from qm_node_agent.agent import NodeAgent
-        from qm_node_agent.settings import NodeSettings, RuntimeKind
-
         s = self.settings
         settings = NodeSettings(
             host_id=host,
