@@ -17,8 +17,8 @@ import asyncpg
 from qm_admission.errors import AdmissionError
 from qm_admission.server import create_server, stop_server
 from qm_admission.settings import Settings
-from quartermaster.bus import BusError, JetStreamLog
-from quartermaster.eventlog import LogFollower
+from quartermaster.bus import BusError
+from quartermaster.eventlog import LogFollower, process
 from quartermaster.store import Projector, ReadModel, StoreError
 
 log = logging.getLogger("qm_admission")
@@ -31,12 +31,7 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
     async with contextlib.AsyncExitStack() as stack:
-        event_log = await JetStreamLog.connect(
-            settings.nats_url,
-            settings.stream,
-            settings.subject_prefix,
-            connection_name="qm-admission",
-        )
+        event_log = await process.connect(settings, "qm-admission")
         stack.push_async_callback(event_log.close)
         pool = await asyncpg.create_pool(settings.postgres_url, min_size=1, max_size=16)
         stack.push_async_callback(pool.close)

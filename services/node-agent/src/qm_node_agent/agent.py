@@ -115,6 +115,8 @@ class NodeAgent:
                     self.settings.stream,
                     self.settings.subject_prefix,
                     connection_name=f"qm-node-agent-{self.host_id}",
+                    credentials=self.settings.nats_credentials,
+                    replicas=self.settings.stream_replicas,
                 )
                 stack.push_async_callback(event_log.close)
             self.gpu_indexes = await self._detect_gpus()

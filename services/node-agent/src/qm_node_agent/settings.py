@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
 from qm_node_agent.errors import SettingsError
+from quartermaster.bus.access import BusSettings, NatsCredentials
+from quartermaster.envsettings import SettingsError as EnvSettingsError
+from quartermaster.envsettings import from_env
 
 PREFIX = "QM_NODE_"
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
@@ -43,6 +46,8 @@ class NodeSettings:
     docker_binary: str = "docker"
     nvidia_smi: str = "nvidia-smi"
     job_path: str = os.defpath  # PATH of process-runtime jobs
+    nats_credentials: NatsCredentials = field(default_factory=NatsCredentials)
+    stream_replicas: int = 1
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> NodeSettings:
@@ -80,6 +85,10 @@ class NodeSettings:
             runtime = RuntimeKind(runtime_raw)
         except ValueError as err:
             raise SettingsError(f"{PREFIX}RUNTIME={runtime_raw!r}: use process or docker") from err
+        try:
+            bus = from_env(BusSettings, PREFIX, env)
+        except EnvSettingsError as err:
+            raise SettingsError(str(err)) from err
         return cls(
             host_id=need("HOST_ID"),
             instance_type=need("INSTANCE_TYPE"),
@@ -96,4 +105,6 @@ class NodeSettings:
             docker_binary=get("DOCKER_BINARY") or "docker",
             nvidia_smi=get("NVIDIA_SMI") or "nvidia-smi",
             job_path=get("JOB_PATH") or env.get("PATH") or os.defpath,
+            nats_credentials=bus.nats_credentials(),
+            stream_replicas=bus.stream_replicas,
         )

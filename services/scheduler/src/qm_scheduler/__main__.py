@@ -11,9 +11,7 @@ def main() -> None:
     s = SchedulerSettings.from_env()
     process.main(
         process.serve(
-            s.nats_url,
-            s.stream,
-            s.subject_prefix,
+            s,
             "qm-scheduler",
             lambda event_log: Scheduler(s, event_log).run(),
         )

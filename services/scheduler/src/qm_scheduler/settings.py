@@ -8,13 +8,11 @@ from collections.abc import Mapping
 
 import msgspec
 
+from quartermaster.bus.access import BusSettings
 from quartermaster.envsettings import from_env
 
 
-class SchedulerSettings(msgspec.Struct, frozen=True, kw_only=True):
-    nats_url: str = "nats://127.0.0.1:4222"
-    stream: str = "QM"
-    subject_prefix: str = "qm"
+class SchedulerSettings(BusSettings, frozen=True, kw_only=True):
     instance_id: str = ""
     lease_bucket: str = "qm-leases"
     lease_ttl_seconds: float = 6.0

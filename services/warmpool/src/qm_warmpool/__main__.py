@@ -11,9 +11,7 @@ def main() -> None:
     s = WarmPoolSettings.from_env()
     process.main(
         process.serve(
-            s.nats_url,
-            s.stream,
-            s.subject_prefix,
+            s,
             "qm-warmpool",
             lambda event_log: WarmPoolService(s, event_log).run(),
         )

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import msgspec
-
+from quartermaster.bus.access import BusSettings
 from quartermaster.envsettings import from_env
 
 
-class WarmPoolSettings(msgspec.Struct, frozen=True, kw_only=True):
-    nats_url: str = "nats://127.0.0.1:4222"
-    stream: str = "QM"
-    subject_prefix: str = "qm"
+class WarmPoolSettings(BusSettings, frozen=True, kw_only=True):
     tick_seconds: float = 5.0  # regular ticks: host liveness is judged on them
 
     @classmethod

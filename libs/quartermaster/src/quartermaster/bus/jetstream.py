@@ -29,6 +29,7 @@ from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from nats.js.api import StorageType, StreamConfig
 
+from quartermaster.bus.access import NatsCredentials, server_list
 from quartermaster.bus.errors import (
     BatchAppendError,
     BusError,
@@ -97,12 +98,21 @@ class JetStreamLog:
         timeout_s: float = 5.0,
         max_in_flight: int = 1024,
         connection_name: str = "quartermaster",
+        credentials: NatsCredentials | None = None,
+        replicas: int = 1,
+        create_stream: bool = True,
     ) -> JetStreamLog:
-        """Connect, then create the stream or update it to this config."""
+        """Connect (to any node of `url`, a comma-separated list), then create the stream or
+        update it to this config; with `create_stream=False` only check that it exists (a
+        service whose NATS user may not manage streams)."""
+        options = (credentials or NatsCredentials()).connect_options()
         try:
             nc = await nats.connect(
-                url,
+                server_list(url),
                 name=connection_name,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=0.25,
+                **options,
                 connect_timeout=timeout_s,
                 error_cb=_log_async_error,
                 disconnected_cb=_log_disconnected,
@@ -119,7 +129,10 @@ class JetStreamLog:
             max_in_flight=max_in_flight,
         )
         try:
-            await self.ensure_stream(duplicate_window_s=duplicate_window_s)
+            if create_stream:
+                await self.ensure_stream(duplicate_window_s=duplicate_window_s, replicas=replicas)
+            else:
+                await self.last_seq()  # raises when the stream is missing
         except BaseException:
             await self.close()
             raise
@@ -161,13 +174,14 @@ class JetStreamLog:
         rest = subject.removeprefix(f"{self._prefix}.")
         return f"{self._prefix}.dlq.{rest}"
 
-    async def ensure_stream(self, *, duplicate_window_s: float = 120.0) -> None:
+    async def ensure_stream(self, *, duplicate_window_s: float = 120.0, replicas: int = 1) -> None:
         config = StreamConfig(
             name=self._stream,
             subjects=[f"{self._prefix}.>"],
             storage=StorageType.FILE,
             duplicate_window=duplicate_window_s,
             allow_direct=True,
+            num_replicas=replicas,
         )
         try:
             try:

@@ -10,27 +10,36 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from quartermaster.bus import JetStreamLog
+from quartermaster.bus.access import BusSettings
 
 LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
 
 
 async def serve(
-    nats_url: str,
-    stream: str,
-    prefix: str,
+    bus: BusSettings,
     name: str,
     run: Callable[[JetStreamLog], Coroutine[Any, Any, None]],
 ) -> None:
     """Run `run(event_log)` until it returns or SIGTERM/SIGINT cancels it cleanly."""
-    async with await JetStreamLog.connect(
-        nats_url, stream, prefix, connection_name=name
-    ) as event_log:
+    async with await connect(bus, name) as event_log:
         task = asyncio.create_task(run(event_log))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, task.cancel)
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def connect(bus: BusSettings, name: str) -> JetStreamLog:
+    """The event log on the servers, user and stream that `bus` names."""
+    return await JetStreamLog.connect(
+        bus.nats_url,
+        bus.stream,
+        bus.subject_prefix,
+        connection_name=name,
+        credentials=bus.nats_credentials(),
+        replicas=bus.stream_replicas,
+    )
 
 
 def main(coro: Coroutine[Any, Any, None]) -> None:
