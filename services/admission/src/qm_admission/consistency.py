@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import grpc
 
-from qm_admission.errors import ReadModelBehind, invalid
+from qm_admission.errors import ReadModelBehind
 from qm_admission.ports import PositionPort
+from qm_admission.validation.hostile import decimal
 from qm_admission.writer import RequestWriter
 from quartermaster.core import State
 from quartermaster.eventlog import LogFollower
@@ -24,9 +25,7 @@ def requested_min_seq(context: grpc.aio.ServicerContext) -> int:
     for key, value in context.invocation_metadata() or ():
         if key == MIN_SEQ_KEY:
             text = value.decode() if isinstance(value, bytes) else value
-            if not text.isdigit():
-                raise invalid(MIN_SEQ_KEY, f"metadata must be a log sequence number, got {text!r}")
-            return int(text)
+            return decimal(MIN_SEQ_KEY, text, "a log sequence number")
     return 0
 
 

@@ -15,6 +15,7 @@ from qm_admission.names import Kind, reference
 from qm_admission.paging import page_size
 from qm_admission.translate import job_status_name
 from qm_admission.validation import common
+from qm_admission.validation.hostile import decimal
 from qm_admission.watch import WatchFilter
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.core import State
@@ -142,7 +143,5 @@ def _millis(filters: dict[str, str], name: str, request: pb.ListServiceJobsReque
     value = filters.get(name)
     if value is None:
         return None
-    if not value.isdigit():
-        index = [pair.name for pair in request.filters].index(name)
-        raise invalid(f"filters[{index}].values", f"{name} takes epoch milliseconds as text")
-    return int(value)
+    index = [pair.name for pair in request.filters].index(name)
+    return decimal(f"filters[{index}].values", value, f"{name} in epoch milliseconds")

@@ -18,6 +18,7 @@ from grpc_reflection.v1alpha import reflection
 from qm_admission.consistency import Consistency
 from qm_admission.interceptors import ErrorInterceptor
 from qm_admission.ports import PositionPort, ReadModelPort
+from qm_admission.screening import request_screen
 from qm_admission.servicers import Backends, Nodes, QuotaManagement, ServiceJobs, WarmPools
 from qm_admission.settings import Settings
 from qm_admission.watch import JobWatchHub
@@ -59,7 +60,9 @@ async def create_server(
         read_model=read_model,
         hub=hub,
     )
-    server = grpc.aio.server(interceptors=[ErrorInterceptor()])
+    # The request screen stays last (innermost): it checks each request before its servicer.
+    screen = request_screen(settings.page_token_secret)
+    server = grpc.aio.server(interceptors=[ErrorInterceptor(), screen])
     health_servicer = health.aio.HealthServicer()
     registrations: list[tuple[Callable[[Any, Any], None], object]] = [
         (rpc.add_QuotaManagementServicer_to_server, QuotaManagement(backends)),

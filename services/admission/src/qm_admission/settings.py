@@ -27,6 +27,7 @@ class Settings(BusSettings, frozen=True, kw_only=True):
     max_keep_alive_seconds: int = 3600
     read_timeout_seconds: float = 10.0
     shutdown_grace_seconds: float = 5.0
+    page_token_secret: str = ""  # HMAC key of page tokens; "" = random, this process only
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

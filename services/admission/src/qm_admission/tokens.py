@@ -45,7 +45,7 @@ def request_hash(request: pb.SubmitServiceJobRequest, queue: str) -> str:
         canonical.service_request_payload = json.dumps(
             payload, sort_keys=True, separators=(",", ":")
         )
-    except ValueError:
+    except (ValueError, RecursionError):
         pass  # validated elsewhere; an unparsable payload hashes as given
     data = canonical.SerializeToString(deterministic=True)
     return hashlib.sha256(data).hexdigest()

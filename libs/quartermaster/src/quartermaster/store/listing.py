@@ -1,13 +1,17 @@
 """How lists are filtered and paged: SQL conditions, enum spellings, globs, page tokens.
 
 A page token is the last row's sort key with the listing's name, JSON in URL-safe
-base64: opaque to clients, and refused by any other listing.
+base64: opaque to clients, and refused by any other listing. Admission seals it with
+an HMAC before it leaves the server; `read_token` still refuses any key a query
+cannot take (a NUL in text, a number no double holds), so a bad token is always
+`InvalidNextTokenError`, never a failed query.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import math
 from typing import Any
 
 import msgspec
@@ -47,24 +51,42 @@ def make_token(kind: str, *key: Any) -> str:
     return base64.urlsafe_b64encode(msgspec.json.encode([kind, *key])).decode().rstrip("=")
 
 
-def read_token(token: str, kind: str, *types: type) -> list[Any]:
+def read_token(token: str, kind: str, *types: type[str] | type[float]) -> list[Any]:
     """The key inside a token made by `make_token(kind, ...)`, checked against `types`."""
+    refused = InvalidNextTokenError("next_token is not a token this listing handed out")
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         decoded = msgspec.json.decode(raw)
     except (binascii.Error, ValueError, msgspec.DecodeError) as err:
-        raise InvalidNextTokenError("next_token is not a token this listing handed out") from err
-    if (
-        not isinstance(decoded, list)
-        or len(decoded) != len(types) + 1
-        or decoded[0] != kind
-        or not all(
-            isinstance(v, t) or (t is float and isinstance(v, int))
-            for v, t in zip(decoded[1:], types, strict=True)
-        )
-    ):
-        raise InvalidNextTokenError("next_token is not a token this listing handed out")
-    return [t(v) for v, t in zip(decoded[1:], types, strict=True)]
+        raise refused from err
+    if not isinstance(decoded, list) or len(decoded) != len(types) + 1 or decoded[0] != kind:
+        raise refused
+    key = [_key_part(v, t) for v, t in zip(decoded[1:], types, strict=True)]
+    if any(part is None for part in key):
+        raise refused
+    return key
+
+
+def _key_part(value: Any, kind: type[str] | type[float]) -> str | float | None:
+    """`value` as a query parameter of type `kind`, or None if no query can take it."""
+    if kind is str:
+        return value if isinstance(value, str) and _storable(value) else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _storable(text: str) -> bool:
+    """Postgres text holds it: no NUL, and UTF-8 can encode it (no lone surrogate)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in text
 
 
 def like(glob: str) -> str:

@@ -1,7 +1,8 @@
 """The SageMaker training-job payload of a submission: what scheduling needs from it.
 
 Only the parts the scheduler and warm pools use are checked (types and bounds);
-every other key is the job runner's business and passes through untouched.
+every other key is the job runner's business and passes through, once the whole
+document is known to be storable (`hostile.check_json`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 import msgspec
 
 from qm_admission.errors import invalid
+from qm_admission.validation.hostile import INT32_MAX, check_json
 from quartermaster.events import WarmPoolKey
 
 FIELD = "service_request_payload"
@@ -36,21 +38,29 @@ def parse_payload(text: str, max_keep_alive_seconds: int) -> TrainingResources:
         doc = json.loads(text)
     except ValueError as err:
         raise invalid(FIELD, f"is not valid JSON: {err}") from err
+    except RecursionError as err:
+        raise invalid(FIELD, "nests too deeply") from err
     if not isinstance(doc, dict):
         raise invalid(FIELD, "must be a JSON object")
+    check_json(doc, FIELD)
 
     resources = _object(doc, "ResourceConfig", FIELD, required=True)
     at = f"{FIELD}.ResourceConfig"
     instance_type = _string(resources, "InstanceType", at, required=True)
-    instance_count = _integer(resources, "InstanceCount", at, minimum=1, required=True)
+    # Counts and sizes stay within int32, like the API fields that report them.
+    instance_count = _integer(
+        resources, "InstanceCount", at, minimum=1, maximum=INT32_MAX, required=True
+    )
     keep_alive = _integer(
         resources, "KeepAlivePeriodInSeconds", at, minimum=0, maximum=max_keep_alive_seconds
     )
-    volume_size = _integer(resources, "VolumeSizeInGB", at, minimum=0)
+    volume_size = _integer(resources, "VolumeSizeInGB", at, minimum=0, maximum=INT32_MAX)
     volume_kms = _string(resources, "VolumeKmsKeyId", at)
 
     stopping = _object(doc, "StoppingCondition", FIELD)
-    max_runtime = _integer(stopping, "MaxRuntimeInSeconds", f"{FIELD}.StoppingCondition", minimum=1)
+    max_runtime = _integer(
+        stopping, "MaxRuntimeInSeconds", f"{FIELD}.StoppingCondition", minimum=1, maximum=INT32_MAX
+    )
 
     vpc = _object(doc, "VpcConfig", FIELD)
     chaining = _object(doc, "SessionChainingConfig", FIELD)

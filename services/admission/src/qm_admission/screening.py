@@ -1,0 +1,93 @@
+"""The interceptor that screens every request before its servicer sees it.
+
+It runs innermost (last in the server's list, inside `ErrorInterceptor`, which
+turns its rejections into INVALID_ARGUMENT with the field):
+1. `validation.hostile.check_request`: no string that storage cannot hold, no enum
+   number the API does not define, in any field of any request;
+2. a request's `next_token` is opened (`PageTokenSeal`): the servicer gets the
+   token it handed out, or the call is refused;
+3. a reply's `next_token` is sealed on the way out.
+Fields are found by name through the message descriptors, so a new RPC is covered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+from google.protobuf.message import Message
+
+from qm_admission.paging import PageTokenSeal
+from qm_admission.validation.hostile import check_request
+
+TOKEN_FIELD = "next_token"
+
+Unary = Callable[[Any, Any], Awaitable[Any]]
+Streaming = Callable[[Any, Any], AsyncIterator[Any]]
+
+
+class RequestScreen(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    def __init__(self, seal: PageTokenSeal) -> None:
+        self._seal = seal
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[Any], Awaitable[Any]],
+        handler_call_details: Any,
+    ) -> Any:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        method: str = handler_call_details.method
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                self._unary(method, handler.unary_unary),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                self._streaming(method, handler.unary_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
+
+    def screen(self, method: str, request: Message) -> None:
+        """Check `request` and open its page token in place."""
+        check_request(request)
+        if _has_token(request):
+            setattr(request, TOKEN_FIELD, self._seal.open(method, getattr(request, TOKEN_FIELD)))
+
+    def _unary(self, method: str, behavior: Unary) -> Unary:
+        async def call(request: Any, context: Any) -> Any:
+            self.screen(method, request)
+            response = await behavior(request, context)
+            if isinstance(response, Message) and _has_token(response):
+                token = getattr(response, TOKEN_FIELD)
+                setattr(response, TOKEN_FIELD, self._seal.seal(method, token))
+            return response
+
+        return call
+
+    def _streaming(self, method: str, behavior: Streaming) -> Streaming:
+        async def call(request: Any, context: Any) -> AsyncIterator[Any]:
+            self.screen(method, request)
+            async for item in behavior(request, context):
+                yield item
+
+        return call
+
+
+def _has_token(message: Message) -> bool:
+    """The message has a string `next_token` field and it is set."""
+    field = message.DESCRIPTOR.fields_by_name.get(TOKEN_FIELD)
+    if field is None or field.type != field.TYPE_STRING:
+        return False
+    return bool(getattr(message, TOKEN_FIELD))
+
+
+def request_screen(page_token_secret: str) -> RequestScreen:
+    """The screen for a server's settings; keep it last among the server's interceptors."""
+    return RequestScreen(PageTokenSeal.from_secret(page_token_secret))
