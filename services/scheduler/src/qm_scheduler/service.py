@@ -1,23 +1,25 @@
 """The scheduler: follow the log, lead queues by lease, append fenced decisions.
 
-Per led queue, decisions go to `qm.decisions.<queue>` with the expected last
-subject sequence this instance has folded: a deposed leader (one that missed
-a newer decision) is fenced off by JetStream and cannot write.
+Leases are kept by `Leadership` on a thread and connection of their own; the pass
+only asks which queues it leads. Per led queue, decisions go to
+`qm.decisions.<queue>` with the expected last subject sequence this instance has
+folded: a deposed leader (one that missed a newer decision) is fenced off by
+JetStream and cannot write.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import hashlib
 import logging
 import time
 
 from qm_scheduler.grouping import HOSTS, by_queue
+from qm_scheduler.leadership import Leadership
 from qm_scheduler.settings import SchedulerSettings
 from qm_scheduler.snapshots import SnapshotStore
-from quartermaster.bus import BusError, FencedAppendError, JetStreamLog, KvLease
+from quartermaster.bus import BusError, FencedAppendError, JetStreamLog
 from quartermaster.core import PassPolicy, decide
 from quartermaster.core.snapshot import take
 from quartermaster.eventlog import LogFollower, encode_batch, subjects
@@ -32,16 +34,19 @@ class Scheduler:
         self.log = event_log
         self.policy = PassPolicy(heartbeat_timeout_seconds=settings.heartbeat_timeout_seconds)
         self.follower: LogFollower | None = None
-        self.leases: KvLease | None = None
+        self.leadership: Leadership | None = None
         self.snapshots: SnapshotStore | None = None
         self._dirty = asyncio.Event()
         self._since_snapshot = 0
+        self._known_queues = -1
         self.passes = 0
         self.decisions_appended = 0
 
     # ---- lifecycle ------------------------------------------------------
     async def start(self) -> None:
-        self.snapshots = await SnapshotStore.open(self.log, self.settings.snapshot_bucket)
+        self.snapshots = await SnapshotStore.open(
+            self.log, self.settings.snapshot_bucket, replicas=self.settings.stream_replicas
+        )
         snapshot = await self.snapshots.load()
         self.follower = LogFollower(self.log, snapshot)
         if snapshot is not None:
@@ -49,67 +54,60 @@ class Scheduler:
             gc.collect()
             gc.freeze()  # the restored state is long-lived: keep full collections off it
         self.follower.listen(self._on_batch)
-        self.leases = await KvLease.open(self.log, self.settings.lease_bucket, max_ttl_s=3600)
+        loop = asyncio.get_running_loop()
+
+        def wake() -> None:  # called from the lease thread
+            loop.call_soon_threadsafe(self._dirty.set)
+
+        self.leadership = Leadership(
+            self.settings,
+            [server.geturl() for server in self.log.nc.servers],  # the same cluster
+            self.log.stream,
+            on_change=wake,
+        )
+        self._want_leases()
+        await asyncio.to_thread(self.leadership.start)
         await self.follower.start()
 
     async def run(self) -> None:
-        """Start, then lead and decide until cancelled."""
+        """Start, then decide for the queues it leads until cancelled."""
         await self.start()
         try:
-            async with asyncio.TaskGroup() as tasks:
-                tasks.create_task(self._lease_loop(), name="leases")
-                tasks.create_task(self._decide_loop(), name="decide")
+            await self._decide_loop()
         finally:
             await self.stop()
 
     async def stop(self) -> None:
-        if self.leases is not None:
-            for key in list(self._led()):
-                with contextlib.suppress(BusError):
-                    await self.leases.release(key)
+        if self.leadership is not None:
+            await asyncio.to_thread(self.leadership.stop)  # releases: standbys take over
         if self.follower is not None:
             await self.follower.stop()
 
     def _on_batch(self, seq: int, subject: str, events: list[AnyEvent]) -> None:
         self._since_snapshot += 1
         self._dirty.set()
+        if self.follower is not None and len(self.follower.state.queues) != self._known_queues:
+            self._want_leases()
 
     # ---- leadership -------------------------------------------------------
     def _lease_key(self, queue: str) -> str:
         return f"{self.log.stream}.{subjects.token(queue)}"
 
-    def _led(self) -> list[str]:
-        assert self.leases is not None and self.follower is not None
-        names = [*self.follower.state.queues, HOSTS]
-        return [self._lease_key(q) for q in names if self.leases.held(self._lease_key(q))]
-
-    def led_queues(self) -> frozenset[str]:
-        assert self.leases is not None and self.follower is not None
-        return frozenset(
-            q for q in self.follower.state.queues if self.leases.held(self._lease_key(q))
-        )
-
     def _may_lead(self, queue: str) -> bool:
         return not self.settings.queues or queue in self.settings.queues or queue == HOSTS
 
-    async def _lease_loop(self) -> None:
-        assert self.leases is not None and self.follower is not None
-        ttl = self.settings.lease_ttl_seconds
-        while True:
-            for queue in [*sorted(self.follower.state.queues), HOSTS]:
-                if not self._may_lead(queue):
-                    continue
-                key = self._lease_key(queue)
-                try:
-                    if self.leases.held(key):
-                        if not await self.leases.renew(key):
-                            log.warning("lost the lease of queue %s", queue)
-                    elif await self.leases.acquire(key, self.settings.instance_id, ttl):
-                        log.info("leading queue %s", queue)
-                        self._dirty.set()
-                except BusError:
-                    log.exception("lease %s", key)
-            await asyncio.sleep(ttl / 3)
+    def _want_leases(self) -> None:
+        assert self.leadership is not None and self.follower is not None
+        queues = self.follower.state.queues
+        self._known_queues = len(queues)
+        wanted = [q for q in [*sorted(queues), HOSTS] if self._may_lead(q)]
+        self.leadership.want(self._lease_key(q) for q in wanted)
+
+    def led_queues(self) -> frozenset[str]:
+        assert self.leadership is not None and self.follower is not None
+        return frozenset(
+            q for q in self.follower.state.queues if self.leadership.led(self._lease_key(q))
+        )
 
     # ---- deciding ---------------------------------------------------------
     async def _decide_loop(self) -> None:
@@ -126,13 +124,13 @@ class Scheduler:
 
     async def settle(self) -> int:
         """Run passes until one decides nothing for the queues this instance leads."""
-        assert self.follower is not None and self.leases is not None
+        assert self.follower is not None and self.leadership is not None
         appended = 0
         for _ in range(64):
             await self.follower.catch_up()
             state = self.follower.state
             queues = self.led_queues()
-            hosts = self.leases.held(self._lease_key(HOSTS))
+            hosts = self.leadership.led(self._lease_key(HOSTS))
             if not queues and not hosts:
                 return appended
             started = time.perf_counter()

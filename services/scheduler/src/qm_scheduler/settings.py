@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import secrets
 import socket
 from collections.abc import Mapping
 
@@ -13,19 +13,31 @@ from quartermaster.envsettings import from_env
 
 
 class SchedulerSettings(BusSettings, frozen=True, kw_only=True):
-    instance_id: str = ""
+    instance_id: str = ""  # this replica's name (default: the host name)
+    boot_id: str = ""  # made at each start (or kept in identity_file): names this process
+    identity_file: str = ""  # keep boot_id here, locked: a restart takes its leases back at once
     lease_bucket: str = "qm-leases"
-    lease_ttl_seconds: float = 6.0
+    lease_ttl_seconds: float = 1.5  # a leader silent this long is replaced
+    lease_renew_seconds: float = 0.2  # renewals (and a standby's checks) this often
     heartbeat_timeout_seconds: float = 30.0
     snapshot_bucket: str = "qm-snapshots"
     snapshot_every: int = 2000  # messages folded between snapshots
     queues: tuple[str, ...] = ()  # lead only these queues (empty: any)
 
+    @property
+    def holder_name(self) -> str:
+        """The lease holder name: unique per running process (see `quartermaster.bus.lease`)."""
+        return f"{self.instance_id}-{self.boot_id}" if self.boot_id else self.instance_id
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SchedulerSettings:
+        """Fields from the environment; a missing name is the host name, a missing boot
+        id a random one (pids collide across containers, so they cannot tell replicas
+        apart). With `identity_file` the boot id is left to `identity.claim`."""
         settings = from_env(cls, "QM_SCHEDULER_", env)
-        if settings.instance_id:
-            return settings
-        return msgspec.structs.replace(
-            settings, instance_id=f"{socket.gethostname()}-{os.getpid()}"
-        )
+        changes: dict[str, str] = {}
+        if not settings.instance_id:
+            changes["instance_id"] = socket.gethostname()
+        if not settings.boot_id and not settings.identity_file:
+            changes["boot_id"] = secrets.token_hex(6)
+        return msgspec.structs.replace(settings, **changes) if changes else settings

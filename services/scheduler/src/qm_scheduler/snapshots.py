@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import nats.js.errors
+from nats.js.api import ObjectStoreConfig
 from nats.js.object_store import ObjectStore
 
 from quartermaster.bus import JetStreamLog
@@ -18,9 +19,14 @@ class SnapshotStore:
         self._name = name
 
     @classmethod
-    async def open(cls, event_log: JetStreamLog, bucket: str) -> SnapshotStore:
+    async def open(
+        cls, event_log: JetStreamLog, bucket: str, *, replicas: int = 1
+    ) -> SnapshotStore:
+        """Create the object store (`replicas` copies, like the stream) or bind to it."""
         try:
-            store = await event_log.js.create_object_store(bucket)
+            store = await event_log.js.create_object_store(
+                bucket, config=ObjectStoreConfig(replicas=replicas)
+            )
         except nats.js.errors.BadRequestError:
             store = await event_log.js.object_store(bucket)
         return cls(store, f"scheduler-{event_log.stream}")

@@ -1,0 +1,147 @@
+"""Queue leases kept on a thread of their own, over a NATS connection of their own.
+
+Why apart from the pass: a renewal that shares the event loop waits behind every
+fold and pass, and one that shares the follower's connection waits behind a
+catch-up read; under load both made renewals time out and leadership move with
+no fault at all. Here renewals run every `lease_renew_seconds` whatever the rest
+of the process does, with an ack timeout shorter than the TTL, so a slow write
+is retried before the lease lapses. The main loop only reads `led(key)` and is
+woken through `on_change` when this instance gains or loses a lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+from qm_scheduler.settings import SchedulerSettings
+from quartermaster.bus import BusError, JetStreamLog, KvLease
+
+log = logging.getLogger("qm.scheduler.leadership")
+
+_MAX_LEASE_TTL_S = 3600.0
+
+
+class LeadershipError(RuntimeError):
+    """The lease thread could not connect or open the lease bucket."""
+
+
+class Leadership:
+    """Acquires and renews the leases of the keys `want`ed; `led(key)` says which it holds."""
+
+    def __init__(
+        self,
+        settings: SchedulerSettings,
+        servers: Sequence[str],
+        stream: str,
+        on_change: Callable[[], None],
+    ) -> None:
+        self._settings = settings
+        self._servers = ",".join(servers)
+        self._stream = stream
+        self._on_change = on_change
+        self._wanted: tuple[str, ...] = ()
+        self._led: dict[str, float] = {}  # key -> valid until (monotonic); replaced whole
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
+        self._thread: threading.Thread | None = None
+        self.gained = 0  # leases this instance took (a measure of leadership moves)
+        self.lost = 0  # leases it held and then found taken or lapsed
+
+    # ---- read and steer from the main thread -----------------------------
+    def want(self, keys: Iterable[str]) -> None:
+        """Lead these keys from now on (the set replaces the previous one)."""
+        self._wanted = tuple(keys)
+
+    def led(self, key: str) -> bool:
+        until = self._led.get(key)
+        return until is not None and time.monotonic() < until
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        """Start the thread; return once its connection and bucket are open."""
+        self._thread = threading.Thread(target=self._main, name="qm-leases", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout_s):
+            raise LeadershipError(f"lease thread not ready within {timeout_s}s")
+        if self._error is not None:
+            raise LeadershipError(f"lease thread failed: {self._error}") from self._error
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Release every held lease (standbys take over at once) and end the thread."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        loop, stopping = self._loop, self._stopping
+        if loop is not None and stopping is not None:
+            with contextlib.suppress(RuntimeError):  # its loop already ended
+                loop.call_soon_threadsafe(stopping.set)
+        thread.join(timeout_s)
+
+    # ---- the thread --------------------------------------------------------
+    def _main(self) -> None:
+        try:
+            asyncio.run(self._run())
+        except BaseException as err:  # reported through start() or the log
+            self._error = err
+            self._ready.set()
+            log.exception("lease thread ended")
+
+    async def _run(self) -> None:
+        s = self._settings
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        bus = await JetStreamLog.connect(
+            self._servers,
+            self._stream,
+            s.subject_prefix,
+            connection_name=f"qm-scheduler-leases-{s.holder_name}",
+            credentials=s.nats_credentials(),
+            timeout_s=max(0.2, s.lease_ttl_seconds / 3),
+            create_stream=False,
+        )
+        try:
+            leases = await KvLease.open(
+                bus, s.lease_bucket, max_ttl_s=_MAX_LEASE_TTL_S, replicas=s.stream_replicas
+            )
+            self._ready.set()
+            while not self._stopping.is_set():
+                await self._tick(leases)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(s.lease_renew_seconds):
+                        await self._stopping.wait()
+            await self._release_all(leases)
+        finally:
+            await bus.close()
+
+    async def _tick(self, leases: KvLease) -> None:
+        s = self._settings
+        before = set(self._led)
+        for key in self._wanted:
+            try:
+                if not await leases.renew(key):
+                    await leases.acquire(key, s.holder_name, s.lease_ttl_seconds)
+            except BusError as err:
+                log.warning("lease %s: %s (retrying in %.2fs)", key, err, s.lease_renew_seconds)
+        led = {key: until for key in self._wanted if (until := leases.valid_until(key))}
+        self._led = led
+        gained, lost = set(led) - before, before - set(led)
+        for key in sorted(gained):
+            log.info("leading %s as %s", key, s.holder_name)
+        for key in sorted(lost):
+            log.warning("no longer leading %s", key)
+        self.gained += len(gained)
+        self.lost += len(lost)
+        if gained or lost:
+            self._on_change()
+
+    async def _release_all(self, leases: KvLease) -> None:
+        self._led = {}
+        for key in self._wanted:
+            with contextlib.suppress(BusError):
+                await leases.release(key)
