@@ -147,8 +147,16 @@ class KvLease:
         try:
             revision: int | None = await self._kv.create(key, _encode(record), msg_ttl=ttl)
         except nats.js.errors.KeyWrongLastSequenceError:
-            revision = await self._take_over(key, record, ttl, sent)
+            try:
+                revision = await self._take_over(key, record, ttl, sent)
+            except BusError:
+                # While we could not look, the holder may have renewed and failed alike:
+                # count its silence afresh, so that it gets the first word once the
+                # bucket answers again (say, after a leader election of the bucket).
+                self._seen.pop(key, None)
+                raise
         except NATS_FAILURES as err:
+            self._seen.pop(key, None)
             raise bus_error(err, f"acquire lease {key}") from err
         if revision is None:
             return False

@@ -9,7 +9,10 @@ window ahead.
 
 Like the Go client's ordered consumer: ack none, one delivery, memory storage, idle
 heartbeats. A consumer-sequence gap, a heartbeat that reports messages we did not get,
-or silence for three heartbeats recreates the consumer from the next stream seq.
+silence for three heartbeats, or a reconnect of the client recreates the consumer from
+the next stream seq. On a cluster the consumer (one replica, in memory) lives with the
+stream leader and dies with its node: a reconnect says so at once, and heartbeats every
+second bound the wait to about 3 s when the client's own node survived.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ class OrderedReader:
         filter_subject: str,
         start_seq: int,
         *,
-        heartbeat_s: float = 5.0,
+        heartbeat_s: float = 1.0,
     ) -> None:
         self._nc = nc
         self._js = js
@@ -79,6 +82,7 @@ class OrderedReader:
         self._last_activity = time.monotonic()
         self._sub: Subscription | None = None
         self._consumer: str | None = None
+        self._reconnects = self._reconnect_count()
 
     @property
     def consumer(self) -> str | None:
@@ -101,8 +105,12 @@ class OrderedReader:
             if self._reset_needed:
                 await self._reset()
                 continue
+            if self._reconnect_count() != self._reconnects:
+                log.info("ordered reader on %s: client reconnected, recreating", self._stream)
+                self._reset_needed = True
+                continue
             self._arrived.clear()
-            wait = 3 * self._heartbeat_s
+            wait = self._heartbeat_s
             if deadline is not None:
                 wait = min(wait, deadline - time.monotonic())
                 if wait <= 0:
@@ -137,6 +145,7 @@ class OrderedReader:
         self._expected_dseq = 1
         self._reset_needed = False
         self._last_activity = time.monotonic()
+        self._reconnects = self._reconnect_count()
         generation = self._generation
         inbox = self._nc.new_inbox()
 
@@ -180,7 +189,10 @@ class OrderedReader:
                 log.debug("ordered reader unsubscribe failed: %s", err)
         if consumer is not None and not self._nc.is_closed:
             try:
-                await self._js.delete_consumer(self._stream, consumer)
+                # Briefly: a consumer on a dead node cannot answer, and one left over
+                # goes away by itself after its inactive threshold.
+                async with asyncio.timeout(1.0):
+                    await self._js.delete_consumer(self._stream, consumer)
             except NATS_FAILURES as err:
                 log.debug("ordered reader could not delete consumer %s: %s", consumer, err)
 
@@ -225,6 +237,9 @@ class OrderedReader:
             if last is not None and int(last) != self._expected_dseq - 1:
                 self._reset_needed = True
                 self._arrived.set()
+
+    def _reconnect_count(self) -> int:
+        return int(self._nc.stats.get("reconnects", 0))
 
     async def _publish_quietly(self, subject: str) -> None:
         try:

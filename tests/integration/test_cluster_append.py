@@ -1,0 +1,155 @@
+"""A 3-node JetStream cluster: kill -9 of the stream leader while appending.
+
+Appends are retried with the same msg id (and the same expectation on fenced
+subjects) until acknowledged, as services do; the stream must end up with every
+append exactly once, in order, and a live ordered reader must see the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from quartermaster.bus import JetStreamLog, KvLease
+from quartermaster.bus.errors import BusError, TransientBusError
+from quartermaster.bus.jetstream import MSG_ID, LogEntry
+from quartermaster.embedded.errors import EmbeddedServerError
+from quartermaster.embedded.nats_cluster import NatsCluster, wait_for_jetstream
+from quartermaster.testing.servers import unavailable
+
+APPENDS = 600
+KILL_AT = 200
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[NatsCluster]:
+    nodes = NatsCluster(tmp_path / "cluster", 3)
+    try:
+        nodes.start()
+    except EmbeddedServerError as err:
+        unavailable("a 3-node nats-server cluster", err)
+    try:
+        yield nodes
+    finally:
+        nodes.stop()
+
+
+@pytest.fixture
+async def clustered_log(cluster: NatsCluster) -> AsyncIterator[JetStreamLog]:
+    await wait_for_jetstream(cluster.url)
+    log = await _connect(cluster.url)
+    try:
+        yield log
+    finally:
+        await log.close()
+
+
+async def _connect(url: str) -> JetStreamLog:
+    deadline = time.monotonic() + 20
+    while True:  # the meta leader may still be settling after the first election
+        try:
+            return await JetStreamLog.connect(
+                url, "CL", "cl", replicas=3, timeout_s=2.0, connection_name="test-cluster"
+            )
+        except TransientBusError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
+async def _append_until_acked(log: JetStreamLog, i: int, fenced_expect: int | None) -> int:
+    """One append, retried with the same msg id (and expectation) until it is acked."""
+    subject = "cl.fenced" if fenced_expect is not None else "cl.plain"
+    while True:
+        try:
+            return await log.append(
+                subject,
+                f"event {i}".encode(),
+                msg_id=f"m{i}",
+                expected_last_subject_seq=fenced_expect,
+            )
+        except TransientBusError:
+            await asyncio.sleep(0.1)
+
+
+async def _leader_of(log: JetStreamLog, stream: str) -> str:
+    while True:
+        with contextlib.suppress(Exception):
+            info = await log.js.stream_info(stream)
+            if info.cluster is not None and info.cluster.leader:
+                return str(info.cluster.leader)
+        await asyncio.sleep(0.1)
+
+
+async def _read_all(log: JetStreamLog, until: int) -> list[LogEntry]:
+    async with contextlib.aclosing(log.read(1, until)) as entries:
+        return [entry async for entry in entries]
+
+
+async def test_kill_9_of_the_stream_leader_loses_and_duplicates_no_append(
+    cluster: NatsCluster, clustered_log: JetStreamLog
+) -> None:
+    log = clustered_log
+    seen: list[LogEntry] = []
+
+    async def follow() -> None:
+        while True:  # as LogFollower does: a reader that dies is resumed after the last seq
+            try:
+                async for entry in log.read(from_seq=(seen[-1].seq + 1) if seen else 1):
+                    seen.append(entry)
+            except BusError:
+                await asyncio.sleep(0.2)
+
+    reader = asyncio.create_task(follow())
+    killed = None
+    last_fenced = 0
+    began = time.monotonic()
+    leader_gone_for = 0.0
+    for i in range(APPENDS):
+        if i == KILL_AT:
+            leader = await _leader_of(log, "CL")
+            killed = cluster.index_of(leader)
+            cluster.kill(killed)
+            killed_at = time.monotonic()
+        fenced = i % 2 == 1
+        seq = await _append_until_acked(log, i, last_fenced if fenced else None)
+        if fenced:
+            last_fenced = seq
+        if i == KILL_AT:
+            leader_gone_for = time.monotonic() - killed_at
+    elapsed = time.monotonic() - began
+    assert killed is not None
+    new_leader = await _leader_of(log, "CL")
+    cluster.start_node(killed)  # the operator's supervisor restarts it
+
+    last = await log.last_seq()
+    stored = await _read_all(log, last)
+    ids = [entry.headers.get(MSG_ID) for entry in stored]
+    assert sorted(ids, key=lambda m: int(str(m)[1:])) == [f"m{i}" for i in range(APPENDS)]
+    assert len(set(ids)) == APPENDS, "a retried append was stored twice"
+    assert [entry.seq for entry in stored] == list(range(1, APPENDS + 1))
+
+    deadline = time.monotonic() + 30
+    while len(seen) < APPENDS and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    reader.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await reader
+    assert [entry.seq for entry in seen] == list(range(1, APPENDS + 1)), "reader gap or repeat"
+    print(
+        f"\n{APPENDS} appends in {elapsed:.2f}s; leader {leader} killed, {new_leader} took "
+        f"over; the append at the kill waited {leader_gone_for:.2f}s"
+    )
+
+
+async def test_lease_bucket_has_the_streams_replicas(clustered_log: JetStreamLog) -> None:
+    leases = await KvLease.open(clustered_log, "CL_LEASES", max_ttl_s=60, replicas=3)
+    info = await clustered_log.js.stream_info("KV_CL_LEASES")
+    assert info.config.num_replicas == 3
+    assert await leases.acquire("q", "replica-a", ttl_s=5)
+    assert await leases.holder("q") == "replica-a"
