@@ -54,4 +54,4 @@ def make_stack(
 
 
 def client_for(stack: StackThread) -> Quartermaster:
-    return Quartermaster(stack.address, timeout=20)
+    return Quartermaster(stack.address, timeout=20, credentials_dir=stack.credentials_dir)

@@ -23,14 +23,14 @@ def test_restart_on_the_same_data_dir_resumes_with_nothing_lost(tmp_path: Path) 
         tick_seconds=1,
     )
     with StackThread(settings) as stack:
-        c = Quartermaster(stack.address)
+        c = Quartermaster(stack.address, credentials_dir=stack.credentials_dir)
         queue = setup_queue(c, 1, [("A", 1, "LEND_AND_BORROW", None, False)])
         running = queue.submit(shell(LONG), "running", "A")
         waiting = queue.submit(shell("exit 0"), "waiting", "A")
         until("running", lambda: status(c, running.job_id) == "RUNNING")
         c.close()
     with StackThread(settings) as stack:  # embedded NATS and Postgres come back on their data
-        c = Quartermaster(stack.address)
+        c = Quartermaster(stack.address, credentials_dir=stack.credentials_dir)
         assert status(c, running.job_id) == "RUNNING"  # re-adopted by the restarted agent
         assert status(c, waiting.job_id) == "RUNNABLE"
         TrainingQueuedJob(c, running.job_id, "running").terminate("done")
@@ -41,7 +41,7 @@ def test_restart_on_the_same_data_dir_resumes_with_nothing_lost(tmp_path: Path) 
 
 def test_cli_covers_the_rpcs(make_stack, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
     stack = make_stack(nodes=1)
-    a = ["--address", stack.address]
+    a = ["--address", stack.address, "--credentials", str(stack.credentials_dir)]
     assert qm([*a, "env", "create", "env", "--capacity", f"{UNIT}=1"]) == 0
     assert qm([*a, "policy", "create", "fifo"]) == 0
     assert qm([*a, "queue", "create", "q", "--env", "env", "--policy", "fifo"]) == 0

@@ -8,10 +8,14 @@ import contextlib
 import logging
 import shutil
 import signal
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from quartermaster.auth import Role, ShareRef, TokenError
+from quartermaster.auth.local import LocalCredentials
 from quartermaster_stack.settings import StackSettings
 from quartermaster_stack.stack import Stack
 
@@ -26,6 +30,7 @@ def settings_from(args: argparse.Namespace, **overrides: object) -> StackSetting
         "nats_url": args.nats_url,
         "postgres_url": args.postgres_url,
         "gpus_per_node": args.gpus_per_node,
+        "secure": not args.insecure,
     }
     fields.update(overrides)
     return StackSettings(**fields)  # type: ignore[arg-type]
@@ -42,7 +47,16 @@ async def up(settings: StackSettings) -> None:
             f"{settings.nodes} x {settings.instance_type} hosts; data in {stack.data_dir})",
             flush=True,
         )
-        print(f"try: qm --address {stack.address} nodes list   (Ctrl-C stops)", flush=True)
+        if stack.credentials_dir is not None:
+            print(
+                f"secured: TLS + bearer tokens; CA and admin token in {stack.credentials_dir} "
+                "(qm and the Python client find them there, or via QM_CREDENTIALS_DIR)",
+                flush=True,
+            )
+        else:
+            print("INSECURE: plaintext gRPC, every caller is an admin", flush=True)
+        where = "" if stack.credentials_dir is None else f" --credentials {stack.credentials_dir}"
+        print(f"try: qm --address {stack.address}{where} nodes list   (Ctrl-C stops)", flush=True)
         await stopping.wait()
     print("Quartermaster stopped; `qm up` on the same --data-dir resumes.", flush=True)
 
@@ -52,7 +66,7 @@ async def demo(settings: StackSettings) -> None:
 
     async with Stack(settings) as stack:
         print(f"Quartermaster is up: gRPC {stack.address}", flush=True)
-        await asyncio.to_thread(play, stack.address, settings.instance_type)
+        await asyncio.to_thread(play, stack.address, settings.instance_type, stack.credentials_dir)
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -94,6 +108,36 @@ def _stack_flags(p: argparse.ArgumentParser) -> None:
         "--postgres-url", default=None, help="use this Postgres instead of embedding one"
     )
     p.add_argument("--gpus-per-node", type=int, default=None, help="default: detect (nvidia-smi)")
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="plaintext development stack: no TLS, no tokens, no NATS users",
+    )
+
+
+def _token_issue(args: argparse.Namespace) -> int:
+    creds = LocalCredentials(Path(args.data_dir) / "credentials")
+    if not creds.signing_key.exists():
+        print(
+            f"error: no signing key in {creds.directory}: run `qm up --data-dir {args.data_dir}` "
+            "once first",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        shares = [ShareRef.parse(s) for s in args.share]
+        token = creds.issue(
+            args.subject,
+            [Role(args.role)],
+            shares,
+            issued_at=time.time(),
+            lifetime_s=args.lifetime_days * 86400,
+        )
+    except (ValueError, TokenError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(token)
+    return 0
 
 
 def register(groups: Any) -> None:
@@ -109,3 +153,23 @@ def register(groups: Any) -> None:
     )
     _stack_flags(demo_)
     demo_.set_defaults(run=_logging(_demo))
+
+    token = groups.add_parser("token", help="bearer tokens of a `qm up` stack")
+    tokens = token.add_subparsers(dest="command", required=True)
+    issue = tokens.add_parser(
+        "issue",
+        help="print a new signed token on standard output",
+        formatter_class=formatter,
+    )
+    issue.add_argument("--data-dir", default=str(StackSettings().data_dir), help="qm up's data dir")
+    issue.add_argument("--subject", required=True, help="who the token names (recorded on writes)")
+    issue.add_argument("--role", required=True, choices=[str(r) for r in Role])
+    issue.add_argument(
+        "--share",
+        action="append",
+        default=[],
+        metavar="QUEUE/SHARE",
+        help="a quota share a member may use (repeat for several)",
+    )
+    issue.add_argument("--lifetime-days", type=float, default=365.0, help="validity")
+    issue.set_defaults(run=_token_issue)

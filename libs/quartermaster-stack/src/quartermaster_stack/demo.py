@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from quartermaster.cli.tables import enum_name, render, when
 from quartermaster.client import Quartermaster, TrainingQueue, TrainingQueuedJob, training_job
@@ -17,8 +18,8 @@ from quartermaster.client import Quartermaster, TrainingQueue, TrainingQueuedJob
 QUEUE = "ml-queue"
 
 
-def _watch(address: str, stop: threading.Event) -> None:
-    with Quartermaster(address) as client:
+def _watch(address: str, stop: threading.Event, credentials: Path | None) -> None:
+    with _client(address, credentials) as client:
         while not stop.is_set():
             for change in client.watch(job_queue=QUEUE, timeout=1.0):
                 reason = f"  ({change.status_reason})" if change.status_reason else ""
@@ -39,10 +40,17 @@ def _until(what: str, check: Callable[[], bool], timeout: float = 120.0) -> None
         time.sleep(0.2)
 
 
-def play(address: str, instance_type: str) -> None:
-    client = Quartermaster(address)
+def _client(address: str, credentials: Path | None) -> Quartermaster:
+    if credentials is None:
+        return Quartermaster(address, insecure=True)
+    return Quartermaster(address, credentials_dir=credentials)
+
+
+def play(address: str, instance_type: str, credentials: Path | None = None) -> None:
+    """Play the scenario as the stack's admin (`credentials`: its credentials dir)."""
+    client = _client(address, credentials)
     stop = threading.Event()
-    watcher = threading.Thread(target=_watch, args=(address, stop), daemon=True)
+    watcher = threading.Thread(target=_watch, args=(address, stop, credentials), daemon=True)
     try:
         _setup(client, instance_type)
         watcher.start()

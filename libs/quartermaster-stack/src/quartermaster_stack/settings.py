@@ -23,3 +23,5 @@ class StackSettings(msgspec.Struct, frozen=True, kw_only=True):
     stream: str = "QM"
     subject_prefix: str = "qm"
     pg_schema: str = "qm"
+    # Secured by default: TLS gRPC, bearer tokens, NATS users (`qm up --insecure`: none).
+    secure: bool = True

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
@@ -28,6 +29,7 @@ from qm_scheduler.service import Scheduler
 from qm_scheduler.settings import SchedulerSettings
 from qm_warmpool.service import WarmPoolService
 from qm_warmpool.settings import WarmPoolSettings
+from quartermaster.auth.local import LocalCredentials
 from quartermaster.bus import JetStreamLog
 from quartermaster.embedded.nats_server import EmbeddedNats
 from quartermaster.embedded.postgres import EmbeddedPostgres
@@ -52,6 +54,7 @@ class Stack:
         self._pool: Any = None
         self._stoppers: dict[str, Stopper] = {}
         self.parts: dict[str, Any] = {}  # name -> the running service object
+        self.credentials: LocalCredentials | None = None  # None: an insecure stack
 
     @property
     def address(self) -> str:
@@ -75,8 +78,18 @@ class Stack:
         await self.stop()
 
     # ---- whole stack --------------------------------------------------------
+    @property
+    def credentials_dir(self) -> Path | None:
+        return self.credentials.directory if self.credentials is not None else None
+
     async def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.settings.secure:
+            self.credentials = await asyncio.to_thread(
+                LocalCredentials.ensure,
+                self.data_dir / "credentials",
+                dt.datetime.now(dt.UTC),
+            )
         if not self.nats_url:
             self._nats = EmbeddedNats(self.data_dir / "nats").start()
             self.nats_url = self._nats.url
@@ -182,7 +195,10 @@ class Stack:
         read_model = ReadModel(self._pool, self.settings.pg_schema)
         follower = LogFollower(event_log)
         settings = AdmissionSettings(
-            grpc_host="127.0.0.1", grpc_port=self.port, pg_schema=self.settings.pg_schema
+            grpc_host="127.0.0.1",
+            grpc_port=self.port,
+            pg_schema=self.settings.pg_schema,
+            **self._admission_security(),
         )
         server, self.port = await create_server(
             settings, event_log, follower, read_model, projector
@@ -218,10 +234,26 @@ class Stack:
         self.parts[host] = agent
         return self._task(host, agent.run(), event_log, before=agent.stop)
 
+    def _admission_security(self) -> dict[str, Any]:
+        creds = self.credentials
+        if creds is None:
+            return {"insecure": True}
+        return {
+            "token_public_key_file": str(creds.verify_key),
+            "tls_cert_file": str(creds.server_cert),
+            "tls_key_file": str(creds.server_key),
+        }
+
+    def _channel(self) -> grpc.aio.Channel:
+        if self.credentials is None:
+            return grpc.aio.insecure_channel(self.address)
+        tls = grpc.ssl_channel_credentials(root_certificates=self.credentials.ca.read_bytes())
+        return grpc.aio.secure_channel(self.address, tls)
+
     async def wait_healthy(self, timeout: float = 60.0) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        async with grpc.aio.insecure_channel(self.address) as channel:
+        async with self._channel() as channel:
             stub = health_pb2_grpc.HealthStub(channel)
             while True:
                 with contextlib.suppress(grpc.aio.AioRpcError):

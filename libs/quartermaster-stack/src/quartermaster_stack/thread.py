@@ -11,6 +11,7 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any, TypeVar
 
 from quartermaster_stack.settings import StackSettings
@@ -32,6 +33,11 @@ class StackThread:
     @property
     def address(self) -> str:
         return self.stack.address
+
+    @property
+    def credentials_dir(self) -> Path | None:
+        """Where this stack keeps `ca.pem` and `admin.token` (None: insecure)."""
+        return self.stack.credentials_dir
 
     def _main(self) -> None:
         asyncio.run(self._serve())

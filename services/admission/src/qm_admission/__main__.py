@@ -16,7 +16,7 @@ import asyncpg
 
 from qm_admission.errors import AdmissionError
 from qm_admission.server import create_server, stop_server
-from qm_admission.settings import Settings
+from qm_admission.settings import Settings, SettingsError
 from quartermaster.bus import BusError
 from quartermaster.eventlog import LogFollower, process
 from quartermaster.store import Projector, ReadModel, StoreError
@@ -68,6 +68,11 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         settings = Settings.from_env()
+        problem = settings.security_problem()
+        if problem is not None:
+            raise SettingsError(f"admission refuses to serve unsecured: {problem}")
+        if settings.insecure:
+            log.warning("admission runs INSECURE: plaintext gRPC, every caller is an admin")
         asyncio.run(serve(settings))
     except (AdmissionError, BusError, StoreError, OSError) as err:
         log.error("admission cannot run: %s", err)

@@ -33,29 +33,39 @@ Unary = Callable[[Any, Any], Awaitable[Any]]
 Streaming = Callable[[Any, Any], AsyncIterator[Any]]
 
 
+def rewrap(
+    handler: Any, unary: Callable[[Unary], Unary], stream: Callable[[Streaming], Streaming]
+) -> Any:
+    """The same RPC handler with its behaviour wrapped (unary and server-streaming RPCs)."""
+    if handler is None:
+        return None
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(
+            unary(handler.unary_unary),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(
+            stream(handler.unary_stream),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+    return handler
+
+
 class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     async def intercept_service(
         self,
         continuation: Callable[[Any], Awaitable[Any]],
         handler_call_details: Any,
     ) -> Any:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
         method: str = handler_call_details.method
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
-                _unary(method, handler.unary_unary),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(
-                _streaming(method, handler.unary_stream),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        return handler
+        return rewrap(
+            await continuation(handler_call_details),
+            lambda behavior: _unary(method, behavior),
+            lambda behavior: _streaming(method, behavior),
+        )
 
 
 def _unary(method: str, behavior: Unary) -> Unary:

@@ -27,6 +27,7 @@ class ReadModelPort(Protocol):
         after_created_at: int | None = None,
         max_results: int | None = ...,
         next_token: str | None = None,
+        quota_shares: Sequence[str] | None = None,
     ) -> Page: ...
 
     async def list_pools(

@@ -1,4 +1,5 @@
-"""The gRPC server: the four qm.v1 services, health, reflection and the error interceptor.
+"""The gRPC server: the four qm.v1 services, health, reflection, TLS, authentication
+and the error interceptor (outermost, so refusals by authentication are statuses too).
 
 `create_server` builds and starts it on `settings.grpc_host:grpc_port` (port 0 = a
 free port) and returns it with the bound port; `stop_server` drains it: health
@@ -9,12 +10,14 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from qm_admission.authn import Authenticator, AuthInterceptor
 from qm_admission.consistency import Consistency
 from qm_admission.interceptors import ErrorInterceptor
 from qm_admission.ports import PositionPort, ReadModelPort
@@ -62,7 +65,8 @@ async def create_server(
     )
     # The request screen stays last (innermost): it checks each request before its servicer.
     screen = request_screen(settings.page_token_secret)
-    server = grpc.aio.server(interceptors=[ErrorInterceptor(), screen])
+    auth = AuthInterceptor(_authenticator(settings))
+    server = grpc.aio.server(interceptors=[ErrorInterceptor(), auth, screen])
     health_servicer = health.aio.HealthServicer()
     registrations: list[tuple[Callable[[Any, Any], None], object]] = [
         (rpc.add_QuotaManagementServicer_to_server, QuotaManagement(backends)),
@@ -76,7 +80,12 @@ async def create_server(
     reflection.enable_server_reflection(
         (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
-    port = server.add_insecure_port(f"{settings.grpc_host}:{settings.grpc_port}")
+    address = f"{settings.grpc_host}:{settings.grpc_port}"
+    credentials = _server_credentials(settings)
+    if credentials is None:
+        port = server.add_insecure_port(address)
+    else:
+        port = server.add_secure_port(address, credentials)
     await server.start()
     for name in ("", *SERVICE_NAMES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -87,6 +96,26 @@ async def create_server(
 
     _drainers[server] = drain
     return server, port
+
+
+def _authenticator(settings: Settings) -> Authenticator | None:
+    if not settings.token_public_key_file:
+        return None
+    return Authenticator(Path(settings.token_public_key_file).read_bytes())
+
+
+def _server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
+    """TLS from the configured files (mutual TLS when a client CA is set); None: plaintext."""
+    if not settings.tls_cert_file:
+        return None
+    chain = Path(settings.tls_cert_file).read_bytes()
+    key = Path(settings.tls_key_file).read_bytes()
+    client_ca = (
+        Path(settings.tls_client_ca_file).read_bytes() if settings.tls_client_ca_file else None
+    )
+    return grpc.ssl_server_credentials(
+        [(key, chain)], root_certificates=client_ca, require_client_auth=client_ca is not None
+    )
 
 
 async def stop_server(server: grpc.aio.Server, grace: float | None) -> None:

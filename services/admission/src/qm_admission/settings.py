@@ -22,12 +22,35 @@ class SettingsError(PermanentAdmissionError):
 class Settings(BusSettings, frozen=True, kw_only=True):
     grpc_host: str = "127.0.0.1"
     grpc_port: int = 0  # 0: any free port (logged at start)
+    # Security. `qm-admission` refuses to start without a token key and a TLS certificate
+    # unless `insecure` is set (a plaintext development stack where everyone is admin).
+    token_public_key_file: str = ""  # Ed25519 public key (PEM) that bearer tokens verify against
+    tls_cert_file: str = ""  # server certificate chain (PEM)
+    tls_key_file: str = ""
+    tls_client_ca_file: str = ""  # set: mutual TLS, clients need a certificate this CA signed
+    insecure: bool = False
     postgres_url: str = "postgresql://postgres@127.0.0.1:5432/quartermaster"
     pg_schema: str = "qm"
     max_keep_alive_seconds: int = 3600
     read_timeout_seconds: float = 10.0
     shutdown_grace_seconds: float = 5.0
     page_token_secret: str = ""  # HMAC key of page tokens; "" = random, this process only
+
+    def security_problem(self) -> str | None:
+        """Why this configuration must not serve, or None."""
+        if self.insecure:
+            return None
+        missing = [
+            PREFIX + name.upper()
+            for name in ("token_public_key_file", "tls_cert_file", "tls_key_file")
+            if not getattr(self, name)
+        ]
+        if missing:
+            return (
+                f"set {', '.join(missing)} (or {PREFIX}INSECURE=true for a plaintext "
+                "development server where every caller is an admin)"
+            )
+        return None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

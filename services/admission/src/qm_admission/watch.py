@@ -30,10 +30,16 @@ class WatchFilter(msgspec.Struct, frozen=True):
     job_queue: str | None = None
     quota_share: str | None = None
     job_ids: frozenset[str] = frozenset()
+    # (queue, share) pairs the caller may see; None: all (admins, auditors)
+    allowed_shares: frozenset[tuple[str, str]] | None = None
 
     def matches(self, change: pb.JobStateChange) -> bool:
         return (
-            (self.job_queue is None or change.job_queue == self.job_queue)
+            (
+                self.allowed_shares is None
+                or (change.job_queue, change.quota_share_name) in self.allowed_shares
+            )
+            and (self.job_queue is None or change.job_queue == self.job_queue)
             and (self.quota_share is None or change.quota_share_name == self.quota_share)
             and (not self.job_ids or change.job_id in self.job_ids)
         )

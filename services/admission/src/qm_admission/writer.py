@@ -19,12 +19,14 @@ from typing import Generic, TypeVar
 
 import msgspec
 
+from qm_admission import access
 from qm_admission.errors import RequestRejected, TransientAdmissionError, invalid
 from qm_admission.tokens import new_msg_id
 from quartermaster.bus import FencedAppendError, JetStreamLog
 from quartermaster.core import State
 from quartermaster.eventlog import LogFollower, encode_batch, subjects
 from quartermaster.events import Event
+from quartermaster.events.base import Request
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +107,7 @@ class RequestWriter:
                     continue
                 if not plan.events:
                     return Written(plan.result, max(position, self._follower.seq), False)
-                data = encode_batch(plan.events)
+                data = encode_batch(_signed(plan.events, access.caller().subject))
                 if len(data) > MAX_ENVELOPE_BYTES:
                     raise invalid(
                         "",
@@ -130,3 +132,11 @@ class RequestWriter:
         raise TransientAdmissionError(
             f"the request was fenced {self._max_fenced_retries} times by other writers; retry"
         )
+
+
+def _signed(events: list[Event], principal: str) -> list[Event]:
+    """Every request event records who asked (the one place it is set)."""
+    return [
+        msgspec.structs.replace(e, principal=principal) if isinstance(e, Request) else e
+        for e in events
+    ]

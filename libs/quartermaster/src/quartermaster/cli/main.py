@@ -278,6 +278,14 @@ def _share_flags(p: argparse.ArgumentParser) -> None:
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="qm", description="Quartermaster: GPU training-job queues")
     top.add_argument("--address", default="127.0.0.1:50051", help="admission gRPC address")
+    top.add_argument(
+        "--credentials",
+        default=None,
+        metavar="DIR",
+        help="directory with ca.pem and admin.token (default: $QM_CREDENTIALS_DIR, "
+        "else ./.qm-data/credentials as written by qm up)",
+    )
+    top.add_argument("--insecure", action="store_true", help="plaintext, no token")
     groups = top.add_subparsers(dest="group", required=True)
 
     plugins.register_all(groups)
@@ -373,7 +381,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.argv = command
     if hasattr(args, "run"):  # a plugin's command (e.g. `qm up`): it needs no client
         return int(args.run(args))
-    with Quartermaster(args.address) as client:
+    secure = {"credentials_dir": args.credentials, "insecure": args.insecure or None}
+    with Quartermaster(args.address, **secure) as client:
         try:
             args.handler(client, args)
         except QuartermasterError as err:

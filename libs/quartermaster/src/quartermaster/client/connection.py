@@ -8,6 +8,7 @@ right after a submit sees the submit, whichever admission instance answers.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
@@ -15,6 +16,7 @@ from google.protobuf.message import Message
 
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.api.qm.v1 import quartermaster_pb2_grpc as rpc
+from quartermaster.client.credentials import find_credentials
 
 R = TypeVar("R", bound=Message)
 
@@ -45,10 +47,25 @@ def limits(capacity: dict[str, int]) -> list[pb.CapacityLimit]:
 
 
 class Quartermaster:
-    def __init__(self, address: str = "127.0.0.1:50051", timeout: float = 30.0) -> None:
+    """A blocking client of admission. Credentials: see `quartermaster.client.credentials`
+    (by default the CA and admin token that `qm up` wrote under ./.qm-data/credentials/)."""
+
+    def __init__(
+        self,
+        address: str = "127.0.0.1:50051",
+        timeout: float = 30.0,
+        *,
+        token: str | None = None,
+        ca_file: str | Path | None = None,
+        credentials_dir: str | Path | None = None,
+        insecure: bool | None = None,
+    ) -> None:
         self.address = address
         self.timeout = timeout
-        self.channel = grpc.insecure_channel(address)
+        self.credentials = find_credentials(
+            token=token, ca_file=ca_file, credentials_dir=credentials_dir, insecure=insecure
+        )
+        self.channel = self.credentials.channel(address)
         self.quota = rpc.QuotaManagementStub(self.channel)  # type: ignore[no-untyped-call]
         self.jobs = rpc.ServiceJobsStub(self.channel)  # type: ignore[no-untyped-call]
         self.pools = rpc.WarmPoolsStub(self.channel)  # type: ignore[no-untyped-call]

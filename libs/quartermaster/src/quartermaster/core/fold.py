@@ -119,6 +119,7 @@ def _submitted(state: State, e: ev.JobSubmitted) -> None:
         return
     limits = [s for s in (e.attempt_duration_seconds, e.max_runtime_seconds) if s]
     job = Job(
+        submitted_by=e.principal,
         job_id=e.job_id,
         job_name=e.job_name,
         queue=e.job_queue,
@@ -159,6 +160,7 @@ def _priority(state: State, e: ev.JobPriorityUpdated) -> None:
     job = state.jobs.get(e.job_id)
     if job is None or job.status in TERMINAL_STATUSES:
         return
+    job.priority_updated_by = e.principal
     queued = job.status is JobStatus.RUNNABLE and not job.awaiting_outcome
     victim = job.status in ACTIVE_STATUSES and job.stop_cause is None
     if queued:
@@ -177,6 +179,7 @@ def _terminate(state: State, e: ev.JobTerminationRequested) -> None:
     job = state.jobs.get(e.job_id)
     if job is None or job.status in TERMINAL_STATUSES:
         return
+    job.terminated_by = e.principal
     ended = job.awaiting_outcome  # the attempt already ended; only its outcome was pending
     if ended:
         lifecycle.settle_outcome(state, job)

@@ -138,6 +138,9 @@ class Job(msgspec.Struct):
     recent_preemptions: list[Attempt] = []
     chain_id: str = ""
     chain_started_at: float | None = None
+    submitted_by: str = ""  # principals recorded on the request events
+    priority_updated_by: str = ""
+    terminated_by: str = ""
     retained: bool = False  # hosts kept after the end, waiting to become a warm pool
     awaiting_outcome: bool = False  # attempt failed; retry or final failure is decided next
 

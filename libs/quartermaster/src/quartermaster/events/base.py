@@ -21,6 +21,16 @@ class Event(msgspec.Struct, frozen=True, tag_field="type", kw_only=True):
     at: float
 
 
+class Request(Event, frozen=True, kw_only=True):
+    """Base of the events a user's request writes: who asked is part of the fact.
+
+    `principal` is the authenticated subject admission served ("anonymous" on a
+    plaintext development stack; "" in logs written before it was recorded).
+    """
+
+    principal: str = ""
+
+
 class CapacityLimit(msgspec.Struct, frozen=True):
     capacity_unit: str
     max_capacity: int

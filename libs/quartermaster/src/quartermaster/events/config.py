@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from quartermaster.events.base import CapacityLimit, Event, SharingStrategy, State
+from quartermaster.events.base import CapacityLimit, Request, SharingStrategy, State
 
 
-class _EnvironmentConfig(Event, frozen=True):
+class _EnvironmentConfig(Request, frozen=True):
     """An environment's whole configuration (created and updated carry the same)."""
 
     name: str
@@ -21,25 +21,25 @@ class ServiceEnvironmentUpdated(_EnvironmentConfig, frozen=True, tag="service_en
     pass
 
 
-class SchedulingPolicyCreated(Event, frozen=True, tag="scheduling_policy.created"):
+class SchedulingPolicyCreated(Request, frozen=True, tag="scheduling_policy.created"):
     name: str
     idle_resource_assignment_strategy: str = "FIFO"
 
 
-class JobQueueCreated(Event, frozen=True, tag="job_queue.created"):
+class JobQueueCreated(Request, frozen=True, tag="job_queue.created"):
     name: str
     service_environment: str
     scheduling_policy: str
     state: State = State.ENABLED
 
 
-class JobQueueUpdated(Event, frozen=True, tag="job_queue.updated"):
+class JobQueueUpdated(Request, frozen=True, tag="job_queue.updated"):
     name: str
     state: State
     scheduling_policy: str
 
 
-class _QuotaShareConfig(Event, frozen=True):
+class _QuotaShareConfig(Request, frozen=True):
     """A share's whole configuration, so the fold needs no merge rules for updates."""
 
     job_queue: str
@@ -59,6 +59,6 @@ class QuotaShareUpdated(_QuotaShareConfig, frozen=True, tag="quota_share.updated
     pass
 
 
-class QuotaShareDeleted(Event, frozen=True, tag="quota_share.deleted"):
+class QuotaShareDeleted(Request, frozen=True, tag="quota_share.deleted"):
     job_queue: str
     name: str

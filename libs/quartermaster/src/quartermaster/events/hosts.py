@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from quartermaster.events.base import Event
+from quartermaster.events.base import Event, Request
 
 
 class HostRegistered(Event, frozen=True, tag="host.registered"):
@@ -22,5 +22,5 @@ class HostLost(Event, frozen=True, tag="host.lost"):
     reason: str = "heartbeat timeout"
 
 
-class HostDrained(Event, frozen=True, tag="host.drained"):
+class HostDrained(Request, frozen=True, tag="host.drained"):
     host_id: str

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import msgspec
 
-from quartermaster.events.base import Event, FailureClass
+from quartermaster.events.base import Event, FailureClass, Request
 
 
 class EvaluateOnExit(msgspec.Struct, frozen=True):
@@ -34,7 +34,7 @@ class WarmPoolKey(msgspec.Struct, frozen=True):
     session_tag_keys: tuple[str, ...] = ()
 
 
-class JobSubmitted(Event, frozen=True, tag="job.submitted"):
+class JobSubmitted(Request, frozen=True, tag="job.submitted"):
     job_id: str
     job_name: str
     job_queue: str
@@ -55,12 +55,12 @@ class JobSubmitted(Event, frozen=True, tag="job.submitted"):
     service_job_type: str = "SAGEMAKER_TRAINING"
 
 
-class JobPriorityUpdated(Event, frozen=True, tag="job.priority_updated"):
+class JobPriorityUpdated(Request, frozen=True, tag="job.priority_updated"):
     job_id: str
     scheduling_priority: int
 
 
-class JobTerminationRequested(Event, frozen=True, tag="job.termination_requested"):
+class JobTerminationRequested(Request, frozen=True, tag="job.termination_requested"):
     job_id: str
     reason: str
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from quartermaster.events.base import Event, WarmPoolTerminationReason
+from quartermaster.events.base import Event, Request, WarmPoolTerminationReason
 
 
 class WarmPoolAvailable(Event, frozen=True, tag="warm_pool.available"):
@@ -34,7 +34,7 @@ class WarmPoolTerminated(Event, frozen=True, tag="warm_pool.terminated"):
     billable_seconds: int
 
 
-class WarmPoolKeepAliveUpdated(Event, frozen=True, tag="warm_pool.keep_alive_updated"):
+class WarmPoolKeepAliveUpdated(Request, frozen=True, tag="warm_pool.keep_alive_updated"):
     """A user changed a pool's keep-alive; 0 terminates it."""
 
     job_id: str

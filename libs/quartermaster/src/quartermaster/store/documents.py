@@ -131,6 +131,9 @@ def job_doc(state: State, job: Job) -> Doc:
         "started_at": epoch_ms(_started_at(job)),
         "stopped_at": epoch_ms(job.stopped_at),
         "is_terminated": job.is_terminated,
+        "submitted_by": job.submitted_by,
+        "priority_updated_by": job.priority_updated_by,
+        "terminated_by": job.terminated_by,
         "attempts": [attempt_doc(a) for a in job.attempts],
         "preemption_summary": {
             "preempted_attempt_count": job.preempted_count,

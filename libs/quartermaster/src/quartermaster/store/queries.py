@@ -57,8 +57,11 @@ class ReadModel:
         after_created_at: int | None = None,
         max_results: int | None = listing.DEFAULT_MAX_RESULTS,
         next_token: str | None = None,
+        quota_shares: Sequence[str] | None = None,
     ) -> Page:
         """`ServiceJobSummary` documents, oldest first (created_at, job_id).
+
+        `quota_shares` limits the list to those shares (what a member may see).
 
         `job_name` is a glob (`*`, `?`); `before_created_at` / `after_created_at` are
         epoch milliseconds, compared with the job's reported `created_at` (exclusive).
@@ -66,6 +69,8 @@ class ReadModel:
         where = listing.Where(["job_queue = $1"], [arns.name_of(job_queue)])
         if quota_share:
             where.add("quota_share = {}", arns.name_of(quota_share))
+        if quota_shares is not None:
+            where.add("quota_share = ANY({})", [arns.name_of(s) for s in quota_shares])
         job_status = listing.job_status(status)
         if job_status is not None:
             where.add("status = {}", job_status)

@@ -50,7 +50,15 @@ class Writes:
 
 def audit_rows(seq: int, subject: str, events: list[ev.AnyEvent]) -> list[Row]:
     return [
-        (seq, idx, subject, ev.tag_of(event), event.at, ev.to_json(event).decode())
+        (
+            seq,
+            idx,
+            subject,
+            ev.tag_of(event),
+            event.at,
+            ev.to_json(event).decode(),
+            getattr(event, "principal", ""),
+        )
         for idx, event in enumerate(events)
     ]
 

@@ -109,6 +109,9 @@ CREATE TABLE IF NOT EXISTS {s}.audit (
     body    jsonb NOT NULL,
     PRIMARY KEY (seq, idx)
 );
+-- who asked, for request events (indexed: "everything team-a's admin did")
+ALTER TABLE {s}.audit ADD COLUMN IF NOT EXISTS principal text NOT NULL DEFAULT '';
+CREATE INDEX IF NOT EXISTS audit_principal ON {s}.audit (principal) WHERE principal <> '';
 
 CREATE TABLE IF NOT EXISTS {s}.projection_position (
     name text PRIMARY KEY,

@@ -6,15 +6,19 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
+import msgspec
 
-from qm_admission import queries, validation
+from qm_admission import access, queries, validation
 from qm_admission.consistency import announce
 from qm_admission.errors import RequestRejected, invalid, not_found
 from qm_admission.servicers.base import Backends, write
 from qm_admission.submission import Outcome, SubmissionPlanner
 from qm_admission.translate import job_reply, parse
+from qm_admission.watch import WatchFilter
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.api.qm.v1 import quartermaster_pb2_grpc as rpc
+from quartermaster.core import State
+from quartermaster.store import arns
 
 MAX_JOBS_PER_CALL = 1000
 
@@ -59,15 +63,28 @@ class ServiceJobs(rpc.ServiceJobsServicer):
     async def _submit(
         self, requests: list[pb.SubmitServiceJobRequest], context: Any
     ) -> list[Outcome]:
-        written = await self._b.writer.write(
-            lambda state, now: self._planner.plan(requests, state, now)
-        )
-        await announce(context, written.seq)
-        return written.result
+        refused = _refused_submissions(requests)
+        allowed = [r for i, r in enumerate(requests) if i not in refused]
+        outcomes: list[Outcome] = []
+        if allowed:
+            written = await self._b.writer.write(
+                lambda state, now: self._planner.plan(allowed, state, now)
+            )
+            await announce(context, written.seq)
+            outcomes = list(written.result)
+        merged = iter(outcomes)
+        return [refused[i] if i in refused else next(merged) for i in range(len(requests))]
+
+    def _job_scope(self, permission: access.Permission, job_id: str) -> None:
+        """Share scope of a request naming a job (unknown ids fall through to NOT_FOUND)."""
+        job = self._b.follower.state.jobs.get(job_id)
+        if job is not None:
+            access.require_share(permission, job.queue, job.share)
 
     async def UpdateServiceJob(
         self, request: pb.UpdateServiceJobRequest, context: Any
     ) -> pb.UpdateServiceJobResponse:
+        self._job_scope(access.P.JOBS_UPDATE, request.job_id)
         await write(self._b, context, lambda s, now: validation.update_job(request, s, at=now))
         job = self._b.follower.state.jobs[request.job_id]
         reply = job_reply(job.job_id, job.job_name)
@@ -78,6 +95,7 @@ class ServiceJobs(rpc.ServiceJobsServicer):
     async def TerminateServiceJob(
         self, request: pb.TerminateServiceJobRequest, context: Any
     ) -> pb.TerminateServiceJobResponse:
+        self._job_scope(access.P.JOBS_TERMINATE, request.job_id)
         await write(self._b, context, lambda s, now: validation.terminate_job(request, s, at=now))
         return pb.TerminateServiceJobResponse()
 
@@ -91,13 +109,20 @@ class ServiceJobs(rpc.ServiceJobsServicer):
         doc = await self._b.read_model.describe_job(request.job_id)
         if doc is None:
             raise not_found("job_id", f"job {request.job_id!r} does not exist")
-        return pb.DescribeServiceJobResponse(job=parse(doc, pb.ServiceJobDetail()))
+        job = parse(doc, pb.ServiceJobDetail())
+        access.require_share(access.P.JOBS_READ, job.job_queue, job.quota_share_name)
+        return pb.DescribeServiceJobResponse(job=job)
 
     async def ListServiceJobs(
         self, request: pb.ListServiceJobsRequest, context: Any
     ) -> pb.ListServiceJobsResponse:
         state = await self._b.consistency.folded(context)
         query = queries.list_jobs(request, state)
+        shares = access.visible_shares(query.job_queue)
+        if query.quota_share is not None:
+            access.require_share(access.P.JOBS_READ, query.job_queue, query.quota_share)
+        elif shares is not None and not shares:
+            access.require_queue(access.P.JOBS_READ, query.job_queue)
         await self._b.consistency.projected(context)
         docs, token = await self._b.read_model.list_jobs(
             query.job_queue,
@@ -108,6 +133,7 @@ class ServiceJobs(rpc.ServiceJobsServicer):
             after_created_at=query.after_created_at,
             max_results=query.max_results,
             next_token=query.next_token,
+            quota_shares=sorted(shares) if shares is not None else None,
         )
         return pb.ListServiceJobsResponse(
             job_summary_list=[parse(d, pb.ServiceJobSummary()) for d in docs],
@@ -118,7 +144,7 @@ class ServiceJobs(rpc.ServiceJobsServicer):
         self, request: pb.WatchServiceJobsRequest, context: Any
     ) -> AsyncIterator[pb.JobStateChange]:
         state = await self._b.consistency.folded(context)
-        where = queries.watch(request, state)
+        where = _visible(queries.watch(request, state), state)
         subscription = self._b.hub.subscribe(where, request.after_sequence)
         try:
             while (change := await subscription.next()) is not None:
@@ -130,3 +156,34 @@ class ServiceJobs(rpc.ServiceJobsServicer):
                 )
         finally:
             self._b.hub.unsubscribe(subscription)
+
+
+def _refused_submissions(requests: list[pb.SubmitServiceJobRequest]) -> dict[int, RequestRejected]:
+    """Submissions into a share the caller is not a member of, by index."""
+    refused: dict[int, RequestRejected] = {}
+    for index, request in enumerate(requests):
+        try:
+            access.require_share(
+                access.P.JOBS_SUBMIT,
+                arns.name_of(request.job_queue),
+                arns.name_of(request.quota_share_name),
+            )
+        except RequestRejected as rejected:
+            refused[index] = rejected
+    return refused
+
+
+def _visible(where: WatchFilter, state: State) -> WatchFilter:
+    """A member's watch sees only its own shares' jobs; naming another's job is refused."""
+    principal = access.caller()
+    if principal.may_read_all():
+        return where
+    for job_id in where.job_ids:
+        job = state.jobs[job_id]
+        access.require_share(access.P.JOBS_READ, job.queue, job.share)
+    if where.job_queue is not None and where.quota_share is not None:
+        access.require_share(access.P.JOBS_READ, where.job_queue, where.quota_share)
+    elif where.job_queue is not None:
+        access.require_queue(access.P.JOBS_READ, where.job_queue)
+    allowed = frozenset((s.job_queue, s.quota_share) for s in principal.shares)
+    return msgspec.structs.replace(where, allowed_shares=allowed)

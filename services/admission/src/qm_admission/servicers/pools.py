@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from qm_admission import queries, validation
+from qm_admission import access, queries, validation
 from qm_admission.servicers.base import Backends, write
 from qm_admission.translate import parse, warm_pool_summary
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
@@ -35,6 +35,9 @@ class WarmPools(rpc.WarmPoolsServicer):
     async def UpdateWarmPool(
         self, request: pb.UpdateWarmPoolRequest, context: Any
     ) -> pb.UpdateWarmPoolResponse:
+        job = self._b.follower.state.jobs.get(request.job_id)
+        if job is not None:  # an unknown job falls through to NOT_FOUND
+            access.require_share(access.P.POOLS_UPDATE, job.queue, job.share)
         limit = self._b.settings.max_keep_alive_seconds
         written = await write(
             self._b,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from qm_admission import queries, validation
+from qm_admission import access, queries, validation
 from qm_admission.errors import not_found
 from qm_admission.names import Kind, arn, reference, share_arn
 from qm_admission.paging import page, page_size
@@ -116,6 +116,7 @@ class QuotaManagement(rpc.QuotaManagementServicer):
     ) -> pb.GetJobQueueSnapshotResponse:
         state = await self._b.consistency.folded(context)
         queue = common.queue(state, "job_queue", request.job_queue)
+        access.require_queue(access.P.QUEUE_SNAPSHOT, queue.name)
         limit = page_size(request.max_results or DEFAULT_FRONT)
         await self._b.consistency.projected(context)
         doc = await self._b.read_model.queue_snapshot(queue.name, limit)
@@ -154,6 +155,7 @@ class QuotaManagement(rpc.QuotaManagementServicer):
         state = await self._b.consistency.folded(context)
         queue = common.queue(state, "job_queue", request.job_queue)
         share = common.share(state, queue.name, "quota_share_name", request.quota_share_name)
+        access.require_share(access.P.SHARES_READ, queue.name, share.name)
         await self._b.consistency.projected(context)
         doc = await self._b.read_model.describe_share(queue.name, share.name)
         if doc is None:

@@ -691,7 +691,7 @@ class WarmPoolStatusDetail(_message.Message):
     def __init__(self, status: _Optional[_Union[WarmPoolStatus, str]] = ..., resource_retained_billable_time_in_seconds: _Optional[int] = ..., reused_by_job: _Optional[str] = ...) -> None: ...
 
 class ServiceJobDetail(_message.Message):
-    __slots__ = ("job_id", "job_name", "job_arn", "job_queue", "quota_share_name", "service_job_type", "status", "status_reason", "scheduling_priority", "created_at", "started_at", "stopped_at", "is_terminated", "attempts", "preemption_summary", "capacity_usage", "warm_pool_status", "retry_strategy", "preemption_configuration", "timeout_config", "tags", "service_request_payload")
+    __slots__ = ("job_id", "job_name", "job_arn", "job_queue", "quota_share_name", "service_job_type", "status", "status_reason", "scheduling_priority", "created_at", "started_at", "stopped_at", "is_terminated", "attempts", "preemption_summary", "capacity_usage", "warm_pool_status", "retry_strategy", "preemption_configuration", "timeout_config", "tags", "service_request_payload", "submitted_by", "priority_updated_by", "terminated_by")
     class TagsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -721,6 +721,9 @@ class ServiceJobDetail(_message.Message):
     TIMEOUT_CONFIG_FIELD_NUMBER: _ClassVar[int]
     TAGS_FIELD_NUMBER: _ClassVar[int]
     SERVICE_REQUEST_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    SUBMITTED_BY_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_UPDATED_BY_FIELD_NUMBER: _ClassVar[int]
+    TERMINATED_BY_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_name: str
     job_arn: str
@@ -743,7 +746,10 @@ class ServiceJobDetail(_message.Message):
     timeout_config: ServiceJobTimeout
     tags: _containers.ScalarMap[str, str]
     service_request_payload: str
-    def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., job_arn: _Optional[str] = ..., job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., service_job_type: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., status_reason: _Optional[str] = ..., scheduling_priority: _Optional[int] = ..., created_at: _Optional[int] = ..., started_at: _Optional[int] = ..., stopped_at: _Optional[int] = ..., is_terminated: _Optional[bool] = ..., attempts: _Optional[_Iterable[_Union[ServiceJobAttemptDetail, _Mapping]]] = ..., preemption_summary: _Optional[_Union[ServiceJobPreemptionSummary, _Mapping]] = ..., capacity_usage: _Optional[_Iterable[_Union[CapacityUsage, _Mapping]]] = ..., warm_pool_status: _Optional[_Union[WarmPoolStatusDetail, _Mapping]] = ..., retry_strategy: _Optional[_Union[ServiceJobRetryStrategy, _Mapping]] = ..., preemption_configuration: _Optional[_Union[ServiceJobPreemptionConfiguration, _Mapping]] = ..., timeout_config: _Optional[_Union[ServiceJobTimeout, _Mapping]] = ..., tags: _Optional[_Mapping[str, str]] = ..., service_request_payload: _Optional[str] = ...) -> None: ...
+    submitted_by: str
+    priority_updated_by: str
+    terminated_by: str
+    def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., job_arn: _Optional[str] = ..., job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., service_job_type: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., status_reason: _Optional[str] = ..., scheduling_priority: _Optional[int] = ..., created_at: _Optional[int] = ..., started_at: _Optional[int] = ..., stopped_at: _Optional[int] = ..., is_terminated: _Optional[bool] = ..., attempts: _Optional[_Iterable[_Union[ServiceJobAttemptDetail, _Mapping]]] = ..., preemption_summary: _Optional[_Union[ServiceJobPreemptionSummary, _Mapping]] = ..., capacity_usage: _Optional[_Iterable[_Union[CapacityUsage, _Mapping]]] = ..., warm_pool_status: _Optional[_Union[WarmPoolStatusDetail, _Mapping]] = ..., retry_strategy: _Optional[_Union[ServiceJobRetryStrategy, _Mapping]] = ..., preemption_configuration: _Optional[_Union[ServiceJobPreemptionConfiguration, _Mapping]] = ..., timeout_config: _Optional[_Union[ServiceJobTimeout, _Mapping]] = ..., tags: _Optional[_Mapping[str, str]] = ..., service_request_payload: _Optional[str] = ..., submitted_by: _Optional[str] = ..., priority_updated_by: _Optional[str] = ..., terminated_by: _Optional[str] = ...) -> None: ...
 
 class DescribeServiceJobResponse(_message.Message):
     __slots__ = ("job",)

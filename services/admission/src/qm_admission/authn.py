@@ -1,0 +1,102 @@
+"""Authentication: the bearer token of every call becomes the call's principal.
+
+`authorization: Bearer <JWT>` metadata, verified offline against the configured
+Ed25519 public key (`quartermaster.auth.tokens`). No token or a bad one:
+UNAUTHENTICATED; a role without the RPC's permission: PERMISSION_DENIED
+(`access.check_method`). The principal is set in `access.current` for the
+servicer, which checks share scope and records it on the events it writes.
+Without a key (a plaintext development stack) every caller is an anonymous admin.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from qm_admission import access
+from qm_admission.errors import Code, RequestRejected
+from qm_admission.interceptors import Streaming, Unary, rewrap
+from quartermaster.auth import Principal, TokenError, verify_token
+
+CACHE_SIZE = 4096
+
+
+class Authenticator:
+    """Verifies tokens, remembering recent ones (a verify costs tens of microseconds)."""
+
+    def __init__(self, public_key_pem: bytes) -> None:
+        self._key = public_key_pem
+        self._verified: OrderedDict[str, Principal] = OrderedDict()
+
+    def principal(self, metadata: Any) -> Principal:
+        values = [v for k, v in (metadata or ()) if k == "authorization"]
+        if not values:
+            raise _unauthenticated("no credentials: send `authorization: Bearer <token>`")
+        scheme, _, token = str(values[0]).partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise _unauthenticated("the authorization metadata is not `Bearer <token>`")
+        token = token.strip()
+        known = self._verified.get(token)
+        if known is not None:
+            self._verified.move_to_end(token)
+            return known
+        try:
+            principal = verify_token(token, self._key)
+        except TokenError as err:
+            raise _unauthenticated(f"the bearer token is not valid: {err}") from err
+        self._verified[token] = principal
+        if len(self._verified) > CACHE_SIZE:
+            self._verified.popitem(last=False)
+        return principal
+
+
+def _unauthenticated(message: str) -> RequestRejected:
+    return RequestRejected(Code.UNAUTHENTICATED, "authorization", message)
+
+
+class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    def __init__(self, authenticator: Authenticator | None) -> None:
+        self._authenticator = authenticator
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[Any], Awaitable[Any]],
+        handler_call_details: Any,
+    ) -> Any:
+        method: str = handler_call_details.method
+        handler = await continuation(handler_call_details)
+        if method.startswith(access.OPEN_PREFIXES):
+            return handler
+        return rewrap(
+            handler,
+            lambda behavior: self._unary(method, behavior),
+            lambda behavior: self._streaming(method, behavior),
+        )
+
+    def _admit(self, method: str, context: Any) -> Principal:
+        if self._authenticator is None:
+            return access.ANONYMOUS_ADMIN
+        principal = self._authenticator.principal(context.invocation_metadata())
+        access.check_method(principal, method)
+        return principal
+
+    def _unary(self, method: str, behavior: Unary) -> Unary:
+        async def call(request: Any, context: Any) -> Any:
+            token = access.current.set(self._admit(method, context))
+            try:
+                return await behavior(request, context)
+            finally:
+                access.current.reset(token)
+
+        return call
+
+    def _streaming(self, method: str, behavior: Streaming) -> Streaming:
+        async def call(request: Any, context: Any) -> AsyncIterator[Any]:
+            access.current.set(self._admit(method, context))
+            async for item in behavior(request, context):
+                yield item
+
+        return call
