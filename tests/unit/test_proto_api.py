@@ -32,6 +32,7 @@ EXPECTED_RPCS: dict[str, set[str]] = {
         "DescribeServiceJob",
         "ListServiceJobs",
         "WatchServiceJobs",
+        "ExplainServiceJob",
     },
     "WarmPools": {"ListWarmPools", "UpdateWarmPool"},
     "Nodes": {"ListNodes", "DrainNode"},

@@ -843,6 +843,109 @@ class JobStateChange(_message.Message):
     at: int
     def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., status_reason: _Optional[str] = ..., sequence: _Optional[int] = ..., at: _Optional[int] = ...) -> None: ...
 
+class ExplainServiceJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class ExplainedShareUsage(_message.Message):
+    __slots__ = ("quota_share_name", "strategy", "usage", "stopping")
+    QUOTA_SHARE_NAME_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    STOPPING_FIELD_NUMBER: _ClassVar[int]
+    quota_share_name: str
+    strategy: SharingStrategy
+    usage: ShareCapacityUsage
+    stopping: int
+    def __init__(self, quota_share_name: _Optional[str] = ..., strategy: _Optional[_Union[SharingStrategy, str]] = ..., usage: _Optional[_Union[ShareCapacityUsage, _Mapping]] = ..., stopping: _Optional[int] = ...) -> None: ...
+
+class ExplainedCandidate(_message.Message):
+    __slots__ = ("job_id", "job_name", "quota_share_name", "scheduling_priority", "dispatched_at", "chosen", "why")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_NAME_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_SHARE_NAME_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULING_PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    DISPATCHED_AT_FIELD_NUMBER: _ClassVar[int]
+    CHOSEN_FIELD_NUMBER: _ClassVar[int]
+    WHY_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    job_name: str
+    quota_share_name: str
+    scheduling_priority: int
+    dispatched_at: int
+    chosen: bool
+    why: str
+    def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., scheduling_priority: _Optional[int] = ..., dispatched_at: _Optional[int] = ..., chosen: _Optional[bool] = ..., why: _Optional[str] = ...) -> None: ...
+
+class ExplainedDecision(_message.Message):
+    __slots__ = ("rule", "reason", "inputs", "for_job_id", "candidates")
+    class InputsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    FOR_JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    rule: str
+    reason: str
+    inputs: _containers.ScalarMap[str, str]
+    for_job_id: str
+    candidates: _containers.RepeatedCompositeFieldContainer[ExplainedCandidate]
+    def __init__(self, rule: _Optional[str] = ..., reason: _Optional[str] = ..., inputs: _Optional[_Mapping[str, str]] = ..., for_job_id: _Optional[str] = ..., candidates: _Optional[_Iterable[_Union[ExplainedCandidate, _Mapping]]] = ...) -> None: ...
+
+class ExplainedTransition(_message.Message):
+    __slots__ = ("sequence", "at", "event_type", "source", "from_status", "to_status", "status_reason", "summary", "decision", "decision_sequence", "share_usage")
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    FROM_STATUS_FIELD_NUMBER: _ClassVar[int]
+    TO_STATUS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    DECISION_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    SHARE_USAGE_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    at: int
+    event_type: str
+    source: str
+    from_status: JobStatus
+    to_status: JobStatus
+    status_reason: str
+    summary: str
+    decision: ExplainedDecision
+    decision_sequence: int
+    share_usage: _containers.RepeatedCompositeFieldContainer[ExplainedShareUsage]
+    def __init__(self, sequence: _Optional[int] = ..., at: _Optional[int] = ..., event_type: _Optional[str] = ..., source: _Optional[str] = ..., from_status: _Optional[_Union[JobStatus, str]] = ..., to_status: _Optional[_Union[JobStatus, str]] = ..., status_reason: _Optional[str] = ..., summary: _Optional[str] = ..., decision: _Optional[_Union[ExplainedDecision, _Mapping]] = ..., decision_sequence: _Optional[int] = ..., share_usage: _Optional[_Iterable[_Union[ExplainedShareUsage, _Mapping]]] = ...) -> None: ...
+
+class ExplainServiceJobResponse(_message.Message):
+    __slots__ = ("job_id", "job_name", "job_queue", "quota_share_name", "status", "status_reason", "sequence", "transitions")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_NAME_FIELD_NUMBER: _ClassVar[int]
+    JOB_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_SHARE_NAME_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    TRANSITIONS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    job_name: str
+    job_queue: str
+    quota_share_name: str
+    status: JobStatus
+    status_reason: str
+    sequence: int
+    transitions: _containers.RepeatedCompositeFieldContainer[ExplainedTransition]
+    def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., status_reason: _Optional[str] = ..., sequence: _Optional[int] = ..., transitions: _Optional[_Iterable[_Union[ExplainedTransition, _Mapping]]] = ...) -> None: ...
+
 class ListWarmPoolsRequest(_message.Message):
     __slots__ = ("status", "job_queue", "max_results", "next_token")
     STATUS_FIELD_NUMBER: _ClassVar[int]

@@ -686,6 +686,11 @@ class ServiceJobsStub:
                 request_serializer=qm_dot_v1_dot_quartermaster__pb2.WatchServiceJobsRequest.SerializeToString,
                 response_deserializer=qm_dot_v1_dot_quartermaster__pb2.JobStateChange.FromString,
                 _registered_method=True)
+        self.ExplainServiceJob = channel.unary_unary(
+                '/qm.v1.ServiceJobs/ExplainServiceJob',
+                request_serializer=qm_dot_v1_dot_quartermaster__pb2.ExplainServiceJobRequest.SerializeToString,
+                response_deserializer=qm_dot_v1_dot_quartermaster__pb2.ExplainServiceJobResponse.FromString,
+                _registered_method=True)
 
 
 class ServiceJobsServicer:
@@ -741,6 +746,14 @@ class ServiceJobsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExplainServiceJob(self, request, context):
+        """Explains a job from the event log: every step of its history, the decision
+        that made it (rule and inputs), and the shares' usage at that moment.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ServiceJobsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -778,6 +791,11 @@ def add_ServiceJobsServicer_to_server(servicer, server):
                     servicer.WatchServiceJobs,
                     request_deserializer=qm_dot_v1_dot_quartermaster__pb2.WatchServiceJobsRequest.FromString,
                     response_serializer=qm_dot_v1_dot_quartermaster__pb2.JobStateChange.SerializeToString,
+            ),
+            'ExplainServiceJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExplainServiceJob,
+                    request_deserializer=qm_dot_v1_dot_quartermaster__pb2.ExplainServiceJobRequest.FromString,
+                    response_serializer=qm_dot_v1_dot_quartermaster__pb2.ExplainServiceJobResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -970,6 +988,33 @@ class ServiceJobs:
             '/qm.v1.ServiceJobs/WatchServiceJobs',
             qm_dot_v1_dot_quartermaster__pb2.WatchServiceJobsRequest.SerializeToString,
             qm_dot_v1_dot_quartermaster__pb2.JobStateChange.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExplainServiceJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/qm.v1.ServiceJobs/ExplainServiceJob',
+            qm_dot_v1_dot_quartermaster__pb2.ExplainServiceJobRequest.SerializeToString,
+            qm_dot_v1_dot_quartermaster__pb2.ExplainServiceJobResponse.FromString,
             options,
             channel_credentials,
             insecure,
