@@ -22,7 +22,13 @@ from qm_admission.consistency import Consistency
 from qm_admission.interceptors import ErrorInterceptor
 from qm_admission.ports import PositionPort, ReadModelPort
 from qm_admission.screening import request_screen
-from qm_admission.servicers import Backends, Nodes, QuotaManagement, ServiceJobs, WarmPools
+from qm_admission.servicers import (
+    Backends,
+    ExplainingServiceJobs,
+    Nodes,
+    QuotaManagement,
+    WarmPools,
+)
 from qm_admission.settings import Settings
 from qm_admission.watch import JobWatchHub
 from qm_admission.writer import RequestWriter
@@ -70,7 +76,7 @@ async def create_server(
     health_servicer = health.aio.HealthServicer()
     registrations: list[tuple[Callable[[Any, Any], None], object]] = [
         (rpc.add_QuotaManagementServicer_to_server, QuotaManagement(backends)),
-        (rpc.add_ServiceJobsServicer_to_server, ServiceJobs(backends)),
+        (rpc.add_ServiceJobsServicer_to_server, ExplainingServiceJobs(backends)),
         (rpc.add_WarmPoolsServicer_to_server, WarmPools(backends)),
         (rpc.add_NodesServicer_to_server, Nodes(backends)),
         (health_pb2_grpc.add_HealthServicer_to_server, health_servicer),

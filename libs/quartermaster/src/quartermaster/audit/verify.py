@@ -1,0 +1,231 @@
+"""Replay audit: re-fold the log and re-run the pass wherever decisions were recorded.
+
+A scheduler decides on the state it has folded (some position P of the log), then
+appends that pass's decisions, one message per job queue plus one for host
+liveness. Other writers may append between P and that message, and the log does
+not record P. So for a decision message at seq S on subject X the verifier looks
+for P among the positions that can have been the base:
+
+- P >= the previous message on X (appends to X are fenced on it, so the
+  scheduler had folded it),
+- P <= S - 1, and the state's time at P equals the decisions' `at` (a pass stamps
+  its decisions with the time of the state it decided on),
+
+and accepts the message when the pass re-run at one of them gives exactly the
+recorded decisions for X (`decide` limited to X's queue, or to host liveness).
+Candidates are tried oldest first on one state that only moves forward, so each
+message is folded once; a base older than an earlier message's base (possible
+only with several schedulers splitting the queues) is out of reach and shows as
+a difference.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections import deque
+from collections.abc import Iterable
+
+import msgspec
+
+from quartermaster import events as ev
+from quartermaster.audit.envelope import HOSTS_TOKEN, Envelope, decision_token
+from quartermaster.audit.errors import PermanentAuditError
+from quartermaster.core import PassPolicy, State, decide, fold
+from quartermaster.core.model import JobStatus
+from quartermaster.eventlog import subjects
+
+_HEARTBEAT_REASON = re.compile(r"no heartbeat for ([0-9.]+) s")
+MAX_LAG = 100_000  # messages a pass's base may lie behind its append
+
+
+class Difference(msgspec.Struct, frozen=True):
+    """One recorded decision the re-run pass does not give (or one it gives that is missing).
+
+    `index` is the decision's place in the recorded message (None: not recorded);
+    `base` is the log position the pass was re-run at.
+    """
+
+    seq: int
+    subject: str
+    index: int | None
+    recorded: ev.Event | None
+    rederived: ev.Event | None
+    base: int
+    note: str = ""
+
+
+class Report(msgspec.Struct):
+    messages: int = 0
+    events: int = 0
+    decision_messages: int = 0
+    decisions: int = 0
+    passes: int = 0  # times the pass was re-run
+    heartbeat_timeout_seconds: float | None = None
+    differences: list[Difference] = []
+
+    @property
+    def ok(self) -> bool:
+        return not self.differences
+
+
+class Verifier:
+    """Feed envelopes in log order (from seq 1), then read `report`."""
+
+    def __init__(self, heartbeat_timeout_seconds: float | None = None) -> None:
+        """`heartbeat_timeout_seconds` is the scheduler's setting; None reads it from the
+        first host-loss decision of the log (the reason names it)."""
+        self.report = Report(heartbeat_timeout_seconds=heartbeat_timeout_seconds)
+        self.state = State()
+        self.pos = 0  # seq of the last envelope folded into `state`
+        self._pending: deque[Envelope] = deque()  # fed, not yet folded
+        self._last_on_subject: dict[str, int] = {}
+        self._tokens: dict[str, str] = {}  # subject token -> queue name
+
+    # ---- feeding -------------------------------------------------------------
+    def feed(self, envelope: Envelope) -> None:
+        if self.report.messages == 0 and envelope.seq != 1:
+            raise PermanentAuditError(
+                f"verify needs the log from seq 1; this one starts at seq {envelope.seq}"
+            )
+        self.report.messages += 1
+        self.report.events += len(envelope.events)
+        token = decision_token(envelope.subject)
+        if token is not None:
+            self.report.decision_messages += 1
+            self.report.decisions += len(envelope.events)
+            self._check(envelope, token)
+            self._last_on_subject[envelope.subject] = envelope.seq
+        self._pending.append(envelope)
+        while len(self._pending) > MAX_LAG:
+            self._fold_next()
+
+    def feed_all(self, envelopes: Iterable[Envelope]) -> Report:
+        for envelope in envelopes:
+            self.feed(envelope)
+        return self.report
+
+    def _fold_next(self) -> None:
+        envelope = self._pending.popleft()
+        for event in envelope.events:
+            fold(self.state, event)
+        self.pos = envelope.seq
+
+    # ---- checking one decision message ---------------------------------------
+    def _check(self, envelope: Envelope, token: str) -> None:
+        recorded: list[ev.Event] = list(envelope.events)
+        if not recorded:
+            self._fold_to_end()
+            self._differ(envelope, token, recorded, "a decision message with no decisions")
+            return
+        if token == HOSTS_TOKEN:
+            self._learn_heartbeat_timeout(recorded)
+        at = recorded[0].at
+        lowest = self._last_on_subject.get(envelope.subject, 0)
+        tried: tuple[int, list[ev.Event]] | None = None
+        while True:
+            if self.pos >= lowest and self.state.now == at and self._plausible(recorded):
+                derived = self._rederive(token)
+                if derived == recorded:
+                    return
+                tried = (self.pos, derived)
+            if not self._pending or self.state.now > at:
+                break
+            self._fold_next()
+        if tried is None:
+            self._fold_to_end()
+            note = "no position before it has the decisions' time"
+            self._differ(envelope, token, recorded, note)
+        else:
+            self._report(envelope, recorded, *tried, note="")
+
+    def _fold_to_end(self) -> None:
+        while self._pending:
+            self._fold_next()
+
+    def _differ(self, envelope: Envelope, token: str, recorded: list[ev.Event], note: str) -> None:
+        derived = self._rederive(token)
+        self._report(envelope, recorded, self.pos, derived, note)
+
+    def _rederive(self, token: str) -> list[ev.Event]:
+        """The pass at the current state, limited to what subject `token` carries."""
+        self.report.passes += 1
+        policy = PassPolicy(heartbeat_timeout_seconds=self.report.heartbeat_timeout_seconds)
+        if token == HOSTS_TOKEN:
+            decided = decide(self.state, policy, queues=frozenset(), hosts=True)
+            return [d for d in decided if isinstance(d, ev.HostLost)]
+        queue = self._queue_for(token)
+        if queue is None:
+            return []
+        decided = decide(self.state, policy, queues=frozenset({queue}), hosts=False)
+        return [d for d in decided if self._queue_of(d) == queue]
+
+    def _queue_for(self, token: str) -> str | None:
+        if token not in self._tokens or self._tokens[token] not in self.state.queues:
+            self._tokens = {subjects.token(q): q for q in self.state.queues}
+        return self._tokens.get(token)
+
+    def _queue_of(self, decision: ev.Event) -> str | None:
+        """The queue whose subject carries a decision (as the scheduler groups them)."""
+        job_id = getattr(decision, "job_id", None)
+        if job_id is None:
+            return None
+        job = self.state.jobs.get(job_id)
+        if job is not None:
+            return job.queue
+        pool = self.state.pools.get(job_id)
+        return pool.queue if pool is not None else None
+
+    def _plausible(self, recorded: list[ev.Event]) -> bool:
+        """Cheap necessary conditions for the pass to give these decisions here."""
+        jobs = self.state.jobs
+        for d in recorded:
+            job_id = getattr(d, "job_id", None)
+            if job_id is not None and job_id not in jobs:
+                return False
+            if isinstance(d, ev.JobDispatched) and jobs[d.job_id].status is not JobStatus.RUNNABLE:
+                return False
+            if isinstance(d, ev.JobPreemptionRequested):
+                target = jobs.get(d.for_job)
+                if target is None or target.status is not JobStatus.RUNNABLE:
+                    return False
+        return True
+
+    def _learn_heartbeat_timeout(self, recorded: list[ev.Event]) -> None:
+        if self.report.heartbeat_timeout_seconds is not None:
+            return
+        for d in recorded:
+            found = isinstance(d, ev.HostLost) and _HEARTBEAT_REASON.search(d.reason)
+            if found:
+                self.report.heartbeat_timeout_seconds = float(found.group(1))
+                return
+
+    def _report(
+        self,
+        envelope: Envelope,
+        recorded: list[ev.Event],
+        base: int,
+        derived: list[ev.Event],
+        note: str,
+    ) -> None:
+        """Pair recorded and re-derived decisions (a diff), one Difference per mismatch."""
+        out = self.report.differences
+        if not recorded and not derived:
+            out.append(Difference(envelope.seq, envelope.subject, None, None, None, base, note))
+            return
+        a = [ev.to_json(d) for d in recorded]
+        b = [ev.to_json(d) for d in derived]
+        matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag == "equal":
+                continue
+            for k in range(max(i2 - i1, j2 - j1)):
+                rec = recorded[i1 + k] if i1 + k < i2 else None
+                der = derived[j1 + k] if j1 + k < j2 else None
+                index = i1 + k if rec is not None else None
+                out.append(Difference(envelope.seq, envelope.subject, index, rec, der, base, note))
+
+
+def verify(envelopes: Iterable[Envelope], heartbeat_timeout_seconds: float | None = None) -> Report:
+    """Verify a whole log (see the module docstring)."""
+    return Verifier(heartbeat_timeout_seconds).feed_all(envelopes)

@@ -1,0 +1,97 @@
+"""`ServiceJobs.ExplainServiceJob`: a job's history, replayed from the log on request.
+
+The explanation needs the state at every step of the job (the shares' usage,
+the candidates a preemption ranked), so it replays the log from its start up to
+the position this admission instance has folded, with the same library code as
+`qm explain --from-file` (`quartermaster.audit.explain`). The replay yields to
+the event loop as it goes, so other calls are served meanwhile.
+
+Members see their own shares' jobs only: in an explanation, the other shares'
+job ids and names are hidden (their share names and usage are not).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import msgspec
+
+from qm_admission import access
+from qm_admission.errors import invalid, not_found
+from qm_admission.servicers.base import Backends
+from qm_admission.servicers.jobs import ServiceJobs
+from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
+from quartermaster.audit.envelope import from_message
+from quartermaster.audit.explain import DecisionInfo, Explainer, Explanation, Transition
+from quartermaster.audit.wire import to_proto
+from quartermaster.core import State
+
+YIELD_EVERY = 256  # messages folded between two yields to the event loop
+HIDDEN = "(another quota share's job)"
+
+
+class ExplainingServiceJobs(ServiceJobs):
+    """The ServiceJobs service with ExplainServiceJob."""
+
+    def __init__(self, backends: Backends) -> None:
+        super().__init__(backends)
+        self._backends = backends
+
+    async def ExplainServiceJob(
+        self, request: pb.ExplainServiceJobRequest, context: Any
+    ) -> pb.ExplainServiceJobResponse:
+        if not request.job_id:
+            raise invalid("job_id", "is required")
+        state = await self._backends.consistency.folded(context)
+        job = state.jobs.get(request.job_id)
+        if job is None:
+            raise not_found("job_id", f"job {request.job_id!r} does not exist")
+        access.require_share(access.P.JOBS_READ, job.queue, job.share)
+        explanation = await self._replay(request.job_id, self._backends.follower.seq)
+        principal = access.caller()
+        if not principal.may_read_all():
+            explanation = hide_other_shares(explanation, state, principal.reads_share)
+        return to_proto(explanation)
+
+    async def _replay(self, job_id: str, until: int) -> Explanation:
+        explainer = Explainer(job_id)
+        reader = self._backends.follower.log.read(from_seq=1, until_seq=until)
+        async with contextlib.aclosing(reader):
+            async for entry in reader:
+                explainer.feed(from_message(entry.seq, entry.subject, entry.data))
+                if entry.seq % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
+        return explainer.result()
+
+
+def hide_other_shares(x: Explanation, state: State, reads: Any) -> Explanation:
+    """The explanation without the ids and names of jobs the caller may not read."""
+
+    def visible(job_id: str) -> bool:
+        job = state.jobs.get(job_id)
+        return job is not None and bool(reads(job.queue, job.share))
+
+    def decision(d: DecisionInfo) -> DecisionInfo:
+        candidates = [
+            c
+            if visible(c.job_id)
+            else msgspec.structs.replace(c, job_id="", job_name=HIDDEN, why="ranked by the rule")
+            for c in d.candidates
+        ]
+        for_job = d.for_job if not d.for_job or visible(d.for_job) else ""
+        return msgspec.structs.replace(d, for_job=for_job, candidates=candidates)
+
+    def transition(t: Transition) -> Transition:
+        if t.decision is None:
+            return t
+        d = decision(t.decision)
+        summary = t.summary
+        if t.decision.for_job and not d.for_job:
+            summary = summary.replace(t.decision.for_job, HIDDEN)
+        for hidden in {c.job_id for c in t.decision.candidates} - {c.job_id for c in d.candidates}:
+            summary = summary.replace(hidden, HIDDEN)
+        return msgspec.structs.replace(t, decision=d, summary=summary)
+
+    return msgspec.structs.replace(x, transitions=[transition(t) for t in x.transitions])
