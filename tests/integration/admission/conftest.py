@@ -62,18 +62,20 @@ async def start_admission(jetstream_log: JetStreamLog, pg_dsn: str) -> AsyncIter
 
     `start_admission()` runs the projector in-process (reads wait on it);
     `start_admission(projector=False)` waits on the stored position instead, like a
-    replica whose projection runs elsewhere.
+    replica whose projection runs elsewhere; `page_token_secret` keys its page tokens
+    (replicas given the same one accept each other's tokens).
     """
     pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=16)
     await Projector(pool, SCHEMA).prepare()
     cleanups: list[Callable[[], Awaitable[None]]] = []
 
-    async def start(*, projector: bool = True) -> Client:
+    async def start(*, projector: bool = True, page_token_secret: str = "") -> Client:
         settings = Settings(
             stream=jetstream_log.stream,
             subject_prefix=jetstream_log.prefix,
             pg_schema=SCHEMA,
             read_timeout_seconds=10.0,
+            page_token_secret=page_token_secret,
         )
         read_model = ReadModel(pool, SCHEMA)
         follower = LogFollower(jetstream_log)
