@@ -41,8 +41,10 @@ async def seed(log: JetStreamLog, hosts: int = 2) -> None:
             capacity_limits=(ev.CapacityLimit(UNIT, hosts),),
             strategy=ev.SharingStrategy.LEND_AND_BORROW,
         ),
-        *[ev.HostRegistered(at=1, host_id=f"h{i}", instance_type=UNIT) for i in range(hosts)],
     )
+    for i in range(hosts):  # each host registers on its own subject, as its agent does
+        registered = ev.HostRegistered(at=1, host_id=f"h{i}", instance_type=UNIT)
+        await log.append(subjects.reports(f"h{i}", log.prefix), encode_batch([registered]))
 
 
 def submit(job_id: str, at: float = 2.0) -> ev.JobSubmitted:

@@ -16,7 +16,7 @@ from quartermaster.store import Batch
 from quartermaster.testing.builders import JobSpec, World, a_job
 
 UNIT = "ml.g5.xlarge"
-Message = tuple[str, list[ev.Event]]  # subject kind, events
+Message = tuple[str, list[ev.Event]]  # subject kind ("reports:<host>" for a host), events
 
 
 class Recording:
@@ -26,11 +26,15 @@ class Recording:
         self._cut = 0
 
     def cut(self, kind: str = "requests") -> Recording:
-        """Close the current message: everything logged since the last cut."""
+        """Close the current message: everything logged since the last cut.
+
+        Split as the producers write them (readers fold an event only from its own
+        subject): reports one message per host, host losses apart from job decisions.
+        """
         new = self.w.log[self._cut :]
         self._cut = len(self.w.log)
-        if new:
-            self.messages.append((kind, list(new)))
+        for part_kind, events in _split(kind, new):
+            self.messages.append((part_kind, events))
         return self
 
     def pass_(self) -> list[ev.Event]:
@@ -59,11 +63,30 @@ class Recording:
         ]
 
 
+def _split(kind: str, events: list[ev.Event]) -> list[Message]:
+    parts: list[Message] = []
+    for event in events:
+        part_kind = kind
+        if kind == "reports":
+            part_kind = f"reports:{getattr(event, 'host_id', None) or getattr(event, 'host', '')}"
+        elif kind == "decisions" and isinstance(event, ev.HostLost):
+            part_kind = "hosts"
+        if parts and parts[-1][0] == part_kind:
+            parts[-1][1].append(event)
+        else:
+            parts.append((part_kind, [event]))
+    return parts
+
+
 def subject_of(kind: str, prefix: str = "qm") -> str:
     if kind == "decisions":
         return subjects.decisions("q", prefix)
-    if kind == "reports":
-        return subjects.reports("agent", prefix)
+    if kind == "hosts":
+        return subjects.host_decisions(prefix)
+    if kind == "timers":
+        return subjects.timers(prefix)
+    if kind.startswith("reports:"):
+        return subjects.reports(kind.removeprefix("reports:"), prefix)
     return subjects.requests(prefix)
 
 

@@ -2,7 +2,8 @@
 
 A follower reads the stream in order (ordered consumer), folds every
 envelope into its State, and wakes whoever waits for a position. Services
-react to new batches through listeners, which run after the fold.
+react to new batches through listeners, which run after the fold. Only the
+events a message's subject may carry are folded and passed on (`admitted`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from quartermaster.bus import JetStreamLog
 from quartermaster.core import State, fold
 from quartermaster.core.snapshot import restore
-from quartermaster.eventlog.envelope import decode_batch
+from quartermaster.eventlog.envelope import admitted
 from quartermaster.events import AnyEvent
 
 log = logging.getLogger(__name__)
@@ -62,11 +63,7 @@ class LogFollower:
     async def _apply(self, seq: int, subject: str, data: bytes) -> None:
         if seq <= self.seq:
             return
-        try:
-            events = decode_batch(data)
-        except Exception:  # poison: never blocks the log for everyone
-            log.exception("undecodable message seq=%d subject=%s skipped", seq, subject)
-            events = []
+        events = admitted(seq, subject, data, self.log.prefix)
         for event in events:
             fold(self.state, event)
         self.seq = seq

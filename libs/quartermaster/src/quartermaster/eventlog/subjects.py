@@ -5,9 +5,13 @@
 - `qm.decisions._hosts`    host liveness decisions (any scheduler, deduplicated)
 - `qm.reports.<host>`      a node agent: registration, heartbeats, attempt reports
 - `qm.timers`              the warm-pool service: clock ticks at due times
+
+Which event kinds each family may carry is `quartermaster.core.provenance`.
 """
 
 from __future__ import annotations
+
+from quartermaster.core.provenance import HOSTS_TOKEN, token
 
 PREFIX = "qm"
 
@@ -21,7 +25,7 @@ def decisions(queue: str, prefix: str = PREFIX) -> str:
 
 
 def host_decisions(prefix: str = PREFIX) -> str:
-    return f"{prefix}.decisions._hosts"
+    return f"{prefix}.decisions.{HOSTS_TOKEN}"
 
 
 def reports(host: str, prefix: str = PREFIX) -> str:
@@ -32,6 +36,4 @@ def timers(prefix: str = PREFIX) -> str:
     return f"{prefix}.timers"
 
 
-def token(name: str) -> str:
-    """A subject token for a name: names allow [A-Za-z0-9_-], which NATS accepts as is."""
-    return name.replace(".", "_").replace("*", "_").replace(">", "_") or "_"
+__all__ = ["PREFIX", "decisions", "host_decisions", "reports", "requests", "timers", "token"]

@@ -6,6 +6,8 @@ entity they touched, their audit rows and its tracking record
 (`projection_position`), and notifies the position channel. A message at or
 below the stored position is skipped, so a redelivery changes nothing, and a
 restarted projector refolds the log up to its position before it writes again.
+From the log it folds only the events each message's subject may carry
+(`eventlog.envelope.admitted`), as every service does.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from quartermaster.core import State, fold
-from quartermaster.eventlog.envelope import decode_batch
+from quartermaster.eventlog.envelope import admitted
 from quartermaster.events import AnyEvent
 from quartermaster.store import rows
 from quartermaster.store.changes import Changes
@@ -41,18 +43,11 @@ class Batch(NamedTuple):
     events: list[AnyEvent]
 
 
-class _Entry(Protocol):
-    @property
-    def seq(self) -> int: ...
-    @property
-    def subject(self) -> str: ...
-    @property
-    def data(self) -> bytes: ...
-
-
 class EventLog(Protocol):
     """What the projector reads: `JetStreamLog` fits."""
 
+    @property
+    def prefix(self) -> str: ...
     def read(self, from_seq: int = 1, until_seq: int | None = None) -> AsyncIterator[Any]: ...
     async def last_seq(self) -> int: ...
 
@@ -268,6 +263,7 @@ class Projector:
             )
             self.state, self._folded, self._written = State(), 0, {}
         if self._folded < stored:
+            prefix = event_log.prefix
             last = await event_log.last_seq()
             if last < stored:
                 raise ProjectionAheadOfLogError(
@@ -275,7 +271,7 @@ class Projector:
                 )
             async with _closing(event_log.read(self._folded + 1, stored)) as entries:
                 async for entry in entries:
-                    for event in _decode(entry):
+                    for event in admitted(entry.seq, entry.subject, entry.data, prefix):
                         fold(self.state, event)
                     self._folded = entry.seq
                     if entry.seq >= stored:
@@ -310,6 +306,7 @@ class Projector:
                 delay = min(delay * 2, 10.0)
 
     async def _follow(self, event_log: EventLog) -> None:
+        prefix = event_log.prefix
         entries: asyncio.Queue[Any] = asyncio.Queue(maxsize=4 * self._group)
 
         async def pump() -> None:
@@ -329,7 +326,12 @@ class Projector:
                 group = [getter.result()]
                 while len(group) < self._group and not entries.empty():
                     group.append(entries.get_nowait())
-                await self.apply_many([Batch(e.seq, e.subject, _decode(e)) for e in group])
+                await self.apply_many(
+                    [
+                        Batch(e.seq, e.subject, admitted(e.seq, e.subject, e.data, prefix))
+                        for e in group
+                    ]
+                )
         finally:
             if getter is not None:
                 getter.cancel()
@@ -347,11 +349,3 @@ async def _closing(entries: AsyncIterator[Any]) -> AsyncIterator[AsyncIterator[A
         aclose = getattr(entries, "aclose", None)
         if aclose is not None:
             await aclose()
-
-
-def _decode(entry: _Entry) -> list[AnyEvent]:
-    try:
-        return decode_batch(entry.data)
-    except Exception:  # poison: it must not stop the projection for everyone
-        log.exception("undecodable message seq=%d subject=%s skipped", entry.seq, entry.subject)
-        return []
