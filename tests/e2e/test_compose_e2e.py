@@ -1,0 +1,193 @@
+"""deploy/compose end to end: the built images, up under docker-compose, play the seed scenario.
+
+One stack for the module, on ports of its own and a project name of its own: a 3-node
+NATS cluster, Postgres, admission (TLS and bearer tokens), two schedulers, the warm-pool
+service and three node agents that run the jobs as containers on this host's engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+import pytest
+from scenario import play_seed_scenario
+
+from quartermaster.auth.local import LocalCredentials
+from quartermaster.client import Quartermaster
+
+COMPOSE_FILE = Path(__file__).parents[2] / "deploy" / "compose" / "compose.yaml"
+JOB_IMAGE = "quartermaster/job-runner:test"
+IMAGES = [
+    *(f"quartermaster/{name}:local" for name in ("nats", "postgres", "admission")),
+    *(f"quartermaster/{name}:local" for name in ("scheduler", "warmpool", "node-agent")),
+    JOB_IMAGE,
+]
+PORTS = [
+    *(f"QM_NATS_PORT_{n}" for n in (1, 2, 3)),
+    *(f"QM_NATS_CLUSTER_PORT_{n}" for n in (1, 2, 3)),
+    *(f"QM_NATS_HTTP_PORT_{n}" for n in (1, 2, 3)),
+    "QM_POSTGRES_PORT",
+    "QM_GRPC_PORT",
+]
+UP_TIMEOUT_S = 240.0
+
+
+def compose_missing() -> str | None:
+    if shutil.which("docker-compose") is None:
+        return "no docker-compose (scripts/bootstrap.sh installs it as root)"
+    if shutil.which("docker") is None:
+        return "no docker CLI"
+    for image in IMAGES:
+        found = subprocess.run(["docker", "image", "inspect", image], capture_output=True)
+        if found.returncode != 0:
+            return f"no Docker engine or no image {image} (deploy/images/build-images.sh)"
+    return None
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+class ComposeStack(msgspec.Struct):
+    project: str
+    env: dict[str, str]
+    address: str
+    credentials: Path
+
+    def compose(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+        command = ["docker-compose", "-f", str(COMPOSE_FILE), "-p", self.project, *args]
+        return subprocess.run(
+            command, env=self.env, capture_output=True, text=True, timeout=timeout
+        )
+
+    def containers(self) -> list[str]:
+        return self.compose("ps", "-q").stdout.split()
+
+    def health(self) -> dict[str, str]:
+        """Service name -> health status (or state, for a container without a check)."""
+        fmt = (
+            '{{index .Config.Labels "com.docker.compose.service"}} '
+            "{{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}"
+        )
+        ids = self.containers()
+        if not ids:
+            return {}
+        out = subprocess.run(
+            ["docker", "inspect", "-f", fmt, *ids], capture_output=True, text=True
+        ).stdout
+        return dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+
+    def logs(self) -> str:
+        return self.compose("logs", "--no-color", "--tail", "40").stdout
+
+
+def wait_healthy(stack: ComposeStack) -> None:
+    deadline = time.monotonic() + UP_TIMEOUT_S
+    health: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        health = stack.health()
+        services = {name: state for name, state in health.items() if name != "node-data"}
+        if len(services) == 11 and all(state == "healthy" for state in services.values()):
+            return
+        if health.get("node-data") not in (None, "exited", "running", "created"):
+            break
+        time.sleep(1.0)
+    raise AssertionError(f"compose stack not healthy: {health}\n{stack.logs()}")
+
+
+@pytest.fixture(scope="module")
+def compose_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeStack]:
+    reason = compose_missing()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"compose stack cannot run in CI: {reason}")
+        pytest.skip(reason)
+    root = tmp_path_factory.mktemp("compose")
+    credentials = LocalCredentials.ensure(root / "credentials", dt.datetime.now(dt.UTC))
+    for path in (credentials.directory, *credentials.directory.iterdir()):
+        path.chmod(0o755 if path.is_dir() else 0o644)  # the containers run as uid 10001
+    ports = dict(zip(PORTS, map(str, free_ports(len(PORTS))), strict=True))
+    project = f"qme2e{uuid.uuid4().hex[:10]}"
+    env = {
+        **os.environ,
+        **ports,
+        "QM_POSTGRES_PASSWORD": uuid.uuid4().hex,
+        "QM_CREDENTIALS_DIR": str(credentials.directory),
+        "QM_DOCKER_GID": str(os.stat("/var/run/docker.sock").st_gid),
+        "QM_NODE_DATA_ROOT": str(root / "nodes"),
+        "QM_HOST_PREFIX": project,
+        "QM_HEARTBEAT_SECONDS": "1",
+        "QM_TICK_SECONDS": "1",
+    }
+    stack = ComposeStack(project, env, f"127.0.0.1:{ports['QM_GRPC_PORT']}", credentials.directory)
+    try:
+        up = stack.compose("up", "-d", timeout=UP_TIMEOUT_S)
+        assert up.returncode == 0, f"docker-compose up failed:\n{up.stderr}\n{stack.logs()}"
+        wait_healthy(stack)
+        yield stack
+    finally:
+        stack.compose("down", "-v", "--timeout", "10", timeout=180)
+        remove_job_containers(f"SM_CURRENT_HOST={project}-")
+
+
+def remove_job_containers(env_prefix: str) -> None:
+    """Job containers the agents started (not compose's own): those on this stack's hosts."""
+    ids = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", "label=org.quartermaster.job-id"],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    if not ids:
+        return
+    envs = subprocess.run(
+        ["docker", "inspect", "-f", "{{.Id}} {{json .Config.Env}}", *ids],
+        capture_output=True,
+        text=True,
+    ).stdout.splitlines()
+    ours = [line.split(" ", 1)[0] for line in envs if f'"{env_prefix}' in line]
+    if ours:
+        subprocess.run(["docker", "rm", "-f", *ours], capture_output=True)
+
+
+async def stream_replicas(urls: str) -> tuple[int, int]:
+    import nats
+
+    nc = await nats.connect(urls.split(","))
+    try:
+        info = await nc.jetstream().stream_info("QM")
+    finally:
+        await nc.close()
+    assert info.cluster is not None
+    return info.config.num_replicas or 1, 1 + len(info.cluster.replicas or [])
+
+
+@pytest.mark.docker
+def test_compose_stack_plays_the_seed_scenario(compose_stack: ComposeStack) -> None:
+    client = Quartermaster(
+        compose_stack.address, timeout=20, credentials_dir=compose_stack.credentials
+    )
+    try:
+        with client:
+            play_seed_scenario(client, image=JOB_IMAGE)
+    except AssertionError:
+        print(compose_stack.logs())
+        raise
+    urls = ",".join(f"nats://127.0.0.1:{compose_stack.env[f'QM_NATS_PORT_{n}']}" for n in (1, 2, 3))
+    assert asyncio.run(stream_replicas(urls)) == (3, 3)
