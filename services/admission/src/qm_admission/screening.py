@@ -1,7 +1,7 @@
 """The interceptor that screens every request before its servicer sees it.
 
-It runs innermost (last in the server's list, inside `ErrorInterceptor`, which
-turns its rejections into INVALID_ARGUMENT with the field):
+It runs innermost (last in the server's list: after authentication, and inside
+`ErrorInterceptor`, which turns its rejections into INVALID_ARGUMENT with the field):
 1. `validation.hostile.check_request`: no string that storage cannot hold, no enum
    number the API does not define, in any field of any request;
 2. a request's `next_token` is opened (`PageTokenSeal`): the servicer gets the
@@ -18,13 +18,11 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
+from qm_admission.interceptors import Streaming, Unary, rewrap
 from qm_admission.paging import PageTokenSeal
 from qm_admission.validation.hostile import check_request
 
 TOKEN_FIELD = "next_token"
-
-Unary = Callable[[Any, Any], Awaitable[Any]]
-Streaming = Callable[[Any, Any], AsyncIterator[Any]]
 
 
 class RequestScreen(grpc.aio.ServerInterceptor):  # type: ignore[misc]
@@ -36,23 +34,12 @@ class RequestScreen(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         continuation: Callable[[Any], Awaitable[Any]],
         handler_call_details: Any,
     ) -> Any:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
         method: str = handler_call_details.method
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
-                self._unary(method, handler.unary_unary),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(
-                self._streaming(method, handler.unary_stream),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        return handler
+        return rewrap(
+            await continuation(handler_call_details),
+            lambda behavior: self._unary(method, behavior),
+            lambda behavior: self._streaming(method, behavior),
+        )
 
     def screen(self, method: str, request: Message) -> None:
         """Check `request` and open its page token in place."""
