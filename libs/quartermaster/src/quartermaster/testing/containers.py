@@ -1,0 +1,464 @@
+"""Quartermaster as containers, for integration suites of your own (testcontainers).
+
+    from quartermaster.testing.containers import QuartermasterStack
+
+    with QuartermasterStack() as stack:  # TLS gRPC and bearer tokens; secure=False: plaintext
+        stack.client.create_service_environment("env", {"ml.g5.xlarge": 3})
+
+One context manager starts NATS (one node, or a 3-node JetStream cluster), Postgres,
+admission, two schedulers, the warm-pool service and N node agents from the images that
+`deploy/images/build-images.sh` builds, and returns once admission serves and every agent
+has registered. Leaving it removes every container it started, also when starting failed.
+It needs no pytest.
+
+Host networking only (our CI engines run with `--bridge=none`): every container gets free
+loopback ports of its own, so stacks run side by side. Testcontainers' reaper (Ryuk) needs
+a bridge and a registry pull, so set `TESTCONTAINERS_RYUK_DISABLED=true`; the stack removes
+its own containers. See docs/testcontainers.md.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import secrets
+import shutil
+import socket
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from testcontainers.core.container import DockerContainer
+from testcontainers.core.docker_client import DockerClient
+
+from quartermaster.auth.local import LocalCredentials
+from quartermaster.client import Quartermaster, QuartermasterError
+
+log = logging.getLogger("qm.testing.containers")
+
+STACK_LABEL = "org.quartermaster.testing.stack"  # on every container: which stack started it
+JOB_LABEL = "org.quartermaster.job-id"  # on the job containers of the docker runtime
+MOUNTED_CREDENTIALS = "/etc/quartermaster/credentials"  # admission's view of its TLS/token files
+NODE_DATA_DIR = "/var/lib/quartermaster"  # the node-agent image's data dir
+DOCKER_SOCKET = "/var/run/docker.sock"
+RUNTIMES = ("process", "docker")
+PARTS = ("nats", "postgres", "admission", "scheduler", "warmpool", "node-agent")
+
+
+class StackStartError(RuntimeError):
+    """A part of the stack did not come up; the message carries the tail of its log."""
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free TCP ports on 127.0.0.1 (held open together, then released)."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as reply:
+            return int(reply.status) == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _logs(container: DockerContainer, tail: int = 40) -> str:
+    wrapped = container.get_wrapped_container()
+    if wrapped is None:
+        return ""
+    try:
+        return str(wrapped.logs(tail=tail).decode(errors="replace"))
+    except Exception as err:  # the engine's error, whatever the SDK raises
+        return f"(no logs: {err})"
+
+
+def _numeric_user(user: str, image: str) -> tuple[int, int]:
+    """uid and gid of an image's `USER uid[:gid]` (names cannot be resolved from outside)."""
+    uid, _, gid = (user or "0").partition(":")
+    if not uid.isdigit() or not (gid or uid).isdigit():
+        raise StackStartError(f"{image} runs as user {user!r}: give it a numeric uid:gid")
+    return int(uid), int(gid or uid)
+
+
+class QuartermasterStack:
+    """The whole stack in containers; `with QuartermasterStack() as stack:` starts and removes it.
+
+    Once entered: `address` (admission's gRPC address), `client` (a connected
+    `Quartermaster`), `credentials_dir` (CA and admin token; None when insecure),
+    `nats_url` (comma-separated on a cluster), `postgres_url`, `host_ids`, and
+    `containers` (part name -> testcontainers container, e.g. to `logs("scheduler-1")`).
+    `extra_env` adds or overrides variables per part kind (`{"scheduler":
+    {"QM_SCHEDULER_LEASE_TTL_SECONDS": "3"}}`).
+    """
+
+    def __init__(
+        self,
+        *,
+        secure: bool = True,
+        cluster: bool = False,
+        nodes: int = 3,
+        schedulers: int = 2,
+        instance_type: str = "ml.g5.xlarge",
+        gpus_per_node: int = 0,
+        runtime: str = "process",
+        image_prefix: str = "quartermaster/",
+        image_tag: str = "local",
+        heartbeat_seconds: float = 1.0,
+        tick_seconds: float = 1.0,
+        stop_grace_seconds: float = 2.0,
+        startup_timeout_s: float = 120.0,
+        client_timeout_s: float = 20.0,
+        extra_env: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
+        if runtime not in RUNTIMES:
+            raise ValueError(f"runtime={runtime!r}: use one of {', '.join(RUNTIMES)}")
+        unknown = sorted(set(extra_env or {}) - set(PARTS))
+        if unknown:
+            raise ValueError(f"extra_env: unknown parts {unknown}; parts are {', '.join(PARTS)}")
+        if nodes < 1 or schedulers < 1:
+            raise ValueError("nodes and schedulers: at least 1 each")
+        self.secure = secure
+        self.cluster = cluster
+        self.schedulers = schedulers
+        self.instance_type = instance_type
+        self.gpus_per_node = gpus_per_node
+        self.runtime = runtime
+        self.image_prefix = image_prefix
+        self.image_tag = image_tag
+        self.heartbeat_seconds = heartbeat_seconds
+        self.tick_seconds = tick_seconds
+        self.stop_grace_seconds = stop_grace_seconds
+        self.startup_timeout_s = startup_timeout_s
+        self.client_timeout_s = client_timeout_s
+        self.extra_env = {part: dict(env) for part, env in (extra_env or {}).items()}
+        self.stack_id = f"qm-{secrets.token_hex(4)}"
+        self.host_ids = [f"node-{i}" for i in range(1, nodes + 1)]
+        self.containers: dict[str, DockerContainer] = {}
+        self.address = ""
+        self.nats_url = ""
+        self.postgres_url = ""
+        self.credentials_dir: Path | None = None
+        self._client: Quartermaster | None = None
+        self._workdir: Path | None = None
+        self._deadline = 0.0
+
+    # ---- lifecycle ----------------------------------------------------------
+    def __enter__(self) -> QuartermasterStack:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def client(self) -> Quartermaster:
+        if self._client is None:
+            raise RuntimeError("the stack is not started")
+        return self._client
+
+    def start(self) -> QuartermasterStack:
+        """Start every part in dependency order; on any failure remove what started, re-raise."""
+        self._deadline = time.monotonic() + self.startup_timeout_s
+        try:
+            self._check_images()
+            self._workdir = Path(tempfile.mkdtemp(prefix=f"{self.stack_id}-"))
+            self._start_nats()
+            self._start_postgres()
+            self._start_admission()
+            self._start_log_services()
+            self._client = self._connect()
+            self._wait_for_nodes()
+        except BaseException:
+            self.stop()
+            raise
+        log.info("stack %s up: grpc %s, nats %s", self.stack_id, self.address, self.nats_url)
+        return self
+
+    def stop(self) -> None:
+        """Remove every container (the last started first) and the temp dir. Safe twice."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        for name in reversed(list(self.containers)):
+            container = self.containers.pop(name)
+            try:
+                container.stop()
+            except Exception as err:  # keep removing the others, whatever the engine said
+                log.warning("stack %s: cannot remove %s: %s", self.stack_id, name, err)
+        if self._workdir is not None:
+            self._remove_job_containers(self._workdir)
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
+
+    def logs(self, name: str, tail: int = 200) -> str:
+        """The last `tail` lines of part `name` (`admission`, `scheduler-1`, `node-2`, ...)."""
+        return _logs(self.containers[name], tail)
+
+    # ---- parts --------------------------------------------------------------
+    def _image(self, part: str) -> str:
+        return f"{self.image_prefix}{part}:{self.image_tag}"
+
+    def _check_images(self) -> None:
+        images = DockerClient().client.images
+        missing = []
+        for part in PARTS:
+            try:
+                images.get(self._image(part))
+            except Exception:  # docker.errors.ImageNotFound, or no engine at all
+                missing.append(self._image(part))
+        if missing:
+            raise StackStartError(
+                f"images not found: {', '.join(missing)} (build them with "
+                "deploy/images/build-images.sh; nothing is pulled)"
+            )
+
+    def _run(
+        self,
+        name: str,
+        part: str,
+        env: dict[str, str],
+        command: list[str] | None = None,
+        volumes: Sequence[tuple[str, str, str]] = (),
+        group_add: Sequence[str] = (),
+    ) -> DockerContainer:
+        container = DockerContainer(
+            self._image(part),
+            env={**env, **self.extra_env.get(part, {})},
+            name=f"{self.stack_id}-{name}",
+        )
+        if command is not None:
+            container.with_command(command)
+        for host_path, container_path, mode in volumes:
+            container.with_volume_mapping(host_path, container_path, mode)
+        container.with_kwargs(
+            network_mode="host",
+            network=None,  # testcontainers would attach its own network inside a container
+            labels={STACK_LABEL: self.stack_id},
+            group_add=list(group_add) or None,
+        )
+        self.containers[name] = container  # before start: a half-started one is removed too
+        container.start()
+        return container
+
+    def _wait(self, name: str, what: str, ready: Callable[[], bool]) -> None:
+        """Poll `ready` until true; fail at once if the container exits, or at the deadline."""
+        container = self.containers[name]
+        while not ready():
+            wrapped = container.get_wrapped_container()
+            wrapped.reload()
+            if wrapped.status not in ("created", "running"):
+                raise StackStartError(
+                    f"{name} exited ({wrapped.attrs['State'].get('ExitCode')}) before {what}:"
+                    f"\n{_logs(container)}"
+                )
+            if time.monotonic() > self._deadline:
+                raise StackStartError(
+                    f"{name}: not {what} within {self.startup_timeout_s:.0f} s:\n{_logs(container)}"
+                )
+            time.sleep(0.2)
+
+    def _wait_log(self, name: str, text: str) -> None:
+        self._wait(name, f"logged {text!r}", lambda: text in _logs(self.containers[name], 500))
+
+    def _bus_env(self, prefix: str) -> dict[str, str]:
+        replicas = "3" if self.cluster else "1"
+        return {f"{prefix}NATS_URL": self.nats_url, f"{prefix}STREAM_REPLICAS": replicas}
+
+    def _start_nats(self) -> None:
+        """One node, or three routed as one JetStream cluster; ready once /healthz says so
+        (on a cluster: a meta leader is elected)."""
+        size = 3 if self.cluster else 1
+        ports = free_ports(3 * size)
+        client_ports, route_ports, http_ports = (
+            ports[:size],
+            ports[size : 2 * size],
+            ports[2 * size :],
+        )
+        routes = ",".join(f"nats://127.0.0.1:{p}" for p in route_ports)
+        for i in range(size):
+            command = [
+                "--jetstream",
+                "--store_dir",
+                "/data",
+                "--server_name",
+                f"{self.stack_id}-nats-{i + 1}",
+                "--addr",
+                "127.0.0.1",
+                "--port",
+                str(client_ports[i]),
+                "--http_port",
+                str(http_ports[i]),
+            ]
+            if self.cluster:
+                command += ["--cluster_name", self.stack_id, "--routes", routes]
+                command += ["--cluster", f"nats://127.0.0.1:{route_ports[i]}"]
+            self._run(f"nats-{i + 1}", "nats", {}, command)
+        self.nats_url = ",".join(f"nats://127.0.0.1:{p}" for p in client_ports)
+        for i, port in enumerate(http_ports):
+            url = f"http://127.0.0.1:{port}/healthz"
+            self._wait(f"nats-{i + 1}", "healthy", lambda url=url: _http_ok(url))  # type: ignore[misc]
+
+    def _start_postgres(self) -> None:
+        password = secrets.token_hex(16)
+        port = free_ports(1)[0]
+        env = {
+            "POSTGRES_PASSWORD": password,
+            "POSTGRES_DB": "quartermaster",
+            "PGPORT": str(port),
+            "POSTGRES_LISTEN_ADDRESSES": "127.0.0.1",
+        }
+        self._run("postgres", "postgres", env)
+        self.postgres_url = f"postgresql://postgres:{password}@127.0.0.1:{port}/quartermaster"
+        self._wait_log("postgres", "database system is ready to accept connections")
+
+    def _start_admission(self) -> None:
+        port = free_ports(1)[0]
+        env = {
+            **self._bus_env("QM_ADMISSION_"),
+            "QM_ADMISSION_POSTGRES_URL": self.postgres_url,
+            "QM_ADMISSION_GRPC_HOST": "127.0.0.1",
+            "QM_ADMISSION_GRPC_PORT": str(port),
+            "QM_ADMISSION_SHUTDOWN_GRACE_SECONDS": "1",
+        }
+        volumes: list[tuple[str, str, str]] = []
+        group_add: list[str] = []
+        if self.secure:
+            mounted, group_add = self._admission_credentials()
+            volumes.append((str(mounted), MOUNTED_CREDENTIALS, "ro"))
+            env |= {
+                "QM_ADMISSION_TOKEN_PUBLIC_KEY_FILE": f"{MOUNTED_CREDENTIALS}/token-verify.pem",
+                "QM_ADMISSION_TLS_CERT_FILE": f"{MOUNTED_CREDENTIALS}/server.pem",
+                "QM_ADMISSION_TLS_KEY_FILE": f"{MOUNTED_CREDENTIALS}/server-key.pem",
+                "QM_PROBE_CA_FILE": f"{MOUNTED_CREDENTIALS}/ca.pem",  # for `qm-probe grpc`
+            }
+        else:
+            env["QM_ADMISSION_INSECURE"] = "true"
+        self._run("admission", "admission", env, volumes=volumes, group_add=group_add)
+        self.address = f"127.0.0.1:{port}"
+        self._wait_log("admission", "admission serving")
+
+    def _admission_credentials(self) -> tuple[Path, list[str]]:
+        """Make the local CA, server certificate and token keys; copy what admission needs
+        into a dir of its own that the image's non-root user can read. As root the copies
+        are chowned to that user; otherwise they are group-readable and the container
+        joins this process's group."""
+        assert self._workdir is not None
+        creds = LocalCredentials.ensure(self._workdir / "credentials", dt.datetime.now(dt.UTC))
+        self.credentials_dir = creds.directory
+        mounted = self._workdir / "admission-credentials"
+        mounted.mkdir()
+        files = (creds.verify_key, creds.server_cert, creds.server_key, creds.ca)
+        for source in files:
+            shutil.copyfile(source, mounted / source.name)
+        if os.geteuid() == 0:
+            uid, gid = _numeric_user(self._image_user("admission"), self._image("admission"))
+            for path in (mounted, *(mounted / f.name for f in files)):
+                os.chown(path, uid, gid)
+                path.chmod(0o700 if path.is_dir() else 0o400)
+            return mounted, []
+        mounted.chmod(0o750)
+        for source in files:
+            (mounted / source.name).chmod(0o640)
+        return mounted, [str(os.getgid())]
+
+    def _image_user(self, part: str) -> str:
+        attrs: dict[str, Any] = DockerClient().client.images.get(self._image(part)).attrs
+        return str(attrs.get("Config", {}).get("User") or "")
+
+    def _start_log_services(self) -> None:
+        """Schedulers, the warm-pool service and the agents start together (the stream
+        exists: admission made it); each is waited for once all are started."""
+        probes: list[tuple[str, str]] = []
+        for i in range(1, self.schedulers + 1):
+            env = {**self._bus_env("QM_SCHEDULER_"), "QM_SCHEDULER_INSTANCE_ID": f"scheduler-{i}"}
+            self._run(f"scheduler-{i}", "scheduler", env)
+            probes.append((f"scheduler-{i}", "QM_SCHEDULER_NATS_URL"))
+        env = {**self._bus_env("QM_WARMPOOL_"), "QM_WARMPOOL_TICK_SECONDS": str(self.tick_seconds)}
+        self._run("warmpool", "warmpool", env)
+        probes.append(("warmpool", "QM_WARMPOOL_NATS_URL"))
+        for host in self.host_ids:
+            self._start_agent(host)
+        for name, variable in probes:
+            container = self.containers[name]
+            self._wait(
+                name,
+                "connected to NATS",
+                lambda c=container, v=variable: c.exec(["qm-probe", "nats", v]).exit_code == 0,  # type: ignore[misc]
+            )
+        for host in self.host_ids:
+            self._wait_log(host, f"host={host} ready")
+
+    def _start_agent(self, host: str) -> None:
+        env = {
+            **self._bus_env("QM_NODE_"),
+            "QM_NODE_HOST_ID": host,
+            "QM_NODE_INSTANCE_TYPE": self.instance_type,
+            "QM_NODE_GPU_COUNT": str(self.gpus_per_node),
+            "QM_NODE_RUNTIME": self.runtime,
+            "QM_NODE_DATA_DIR": NODE_DATA_DIR,
+            "QM_NODE_HEARTBEAT_SECONDS": str(self.heartbeat_seconds),
+            "QM_NODE_STOP_GRACE_SECONDS": str(self.stop_grace_seconds),
+        }
+        volumes: list[tuple[str, str, str]] = []
+        group_add: list[str] = []
+        if self.runtime == "docker":
+            # Job caches are bind-mounted by path, so the data dir has the same path inside.
+            assert self._workdir is not None
+            data_dir = self._workdir / "nodes" / host
+            data_dir.mkdir(parents=True)
+            data_dir.chmod(0o777)  # the agent's uid owns nothing here; the dir is temporary
+            env["QM_NODE_DATA_DIR"] = str(data_dir)
+            volumes += [(DOCKER_SOCKET, DOCKER_SOCKET, "rw"), (str(data_dir), str(data_dir), "rw")]
+            group_add.append(str(os.stat(DOCKER_SOCKET).st_gid))
+        self._run(host, "node-agent", env, volumes=volumes, group_add=group_add)
+
+    def _connect(self) -> Quartermaster:
+        if self.credentials_dir is None:
+            return Quartermaster(self.address, self.client_timeout_s, insecure=True)
+        return Quartermaster(
+            self.address, self.client_timeout_s, credentials_dir=self.credentials_dir
+        )
+
+    def _wait_for_nodes(self) -> None:
+        """Every agent's host is HEALTHY in admission's read model (the client's view)."""
+        from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
+
+        def all_healthy() -> bool:
+            try:
+                nodes = self.client.list_nodes()
+            except QuartermasterError:  # not serving yet
+                return False
+            healthy = {n.host_id for n in nodes if n.state == pb.NODE_STATE_HEALTHY}
+            return healthy >= set(self.host_ids)
+
+        self._wait("admission", "listing every node healthy", all_healthy)
+
+    def _remove_job_containers(self, workdir: Path) -> None:
+        """Job containers of the docker runtime: those that mount a dir of this stack."""
+        if self.runtime != "docker":
+            return
+        try:
+            engine = DockerClient().client
+            for job in engine.containers.list(all=True, filters={"label": JOB_LABEL}):
+                sources = [m.get("Source", "") for m in job.attrs.get("Mounts", [])]
+                if any(s.startswith(str(workdir)) for s in sources):
+                    job.remove(force=True)
+        except Exception as err:  # cleanup goes on; the engine's error is only reported
+            log.warning("stack %s: cannot remove job containers: %s", self.stack_id, err)
