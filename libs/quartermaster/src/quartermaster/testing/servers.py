@@ -3,6 +3,9 @@
 Use with `pytest_plugins = ["quartermaster.testing.servers"]` in a conftest, or
 `pytest -p quartermaster.testing.servers`. Each test gets its own stream (and subject
 prefix) and its own database, so tests never see each other's data.
+`secured_bus` is a nats-server of the test's own that lets in only the users of
+`quartermaster.embedded.nats_auth` (one per service role and host), with the stream
+and the scheduler's buckets made by the admin user, as `qm up` does.
 
 If a server cannot start here (binary missing, no permission), the tests that need it
 are skipped with the reason; with the environment variable `CI` set they fail instead,
@@ -11,6 +14,7 @@ so a broken CI image cannot pass by skipping.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import re
@@ -20,14 +24,26 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import NoReturn
 
+import msgspec
 import pytest
 import pytest_asyncio
 
+from quartermaster.bus.access import NatsCredentials
 from quartermaster.bus.errors import BusError
 from quartermaster.bus.jetstream import JetStreamLog
 from quartermaster.embedded.errors import EmbeddedServerError
+from quartermaster.embedded.nats_auth import (
+    BusLayout,
+    Role,
+    TlsFiles,
+    render_config,
+    service_users,
+    user_name,
+)
+from quartermaster.embedded.nats_credentials import NatsPasswords
 from quartermaster.embedded.nats_server import EmbeddedNats
 from quartermaster.embedded.postgres import EmbeddedPostgres
+from quartermaster.eventlog.bootstrap import bootstrap
 
 _numbers = itertools.count(1)
 
@@ -56,6 +72,90 @@ def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedNa
         unavailable("nats-server", err)
     yield server
     server.stop()
+
+
+class SecuredBus:
+    """A running nats-server with one user per role; `connect(user)` logs in as one."""
+
+    ADMIN = user_name(Role.ADMIN)
+
+    def __init__(
+        self,
+        server: EmbeddedNats,
+        layout: BusLayout,
+        passwords: NatsPasswords,
+        hosts: tuple[str, ...],
+        tls: NatsCredentials | None = None,
+    ) -> None:
+        self.server = server
+        self.layout = layout
+        self.passwords = passwords
+        self.hosts = hosts
+        self._tls = tls or NatsCredentials()
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def credentials(self, user: str) -> NatsCredentials:
+        """`user`'s password, with this bus's client TLS files (if any)."""
+        password = self.passwords.password(user)
+        return msgspec.structs.replace(self._tls, user=user, password=password)
+
+    async def connect(self, user: str, *, timeout_s: float = 5.0) -> JetStreamLog:
+        """The log as `user` sees it (the stream exists: services never create it)."""
+        return await JetStreamLog.connect(
+            self.url,
+            self.layout.stream,
+            self.layout.subject_prefix,
+            connection_name=f"test-{user}",
+            credentials=self.credentials(user),
+            timeout_s=timeout_s,
+            create_stream=user == self.ADMIN,
+        )
+
+
+async def start_secured_bus(
+    directory: Path,
+    layout: BusLayout,
+    hosts: tuple[str, ...] = ("h1", "h2"),
+    *,
+    server_tls: TlsFiles | None = None,
+    client_tls: NatsCredentials | None = None,
+) -> SecuredBus:
+    """Render the users' config under `directory`, start the server, bootstrap the log."""
+    passwords = NatsPasswords(directory / "credentials")
+    users = service_users(passwords.password, hosts)
+    config = passwords.write_server_config(render_config(users, layout, tls=server_tls))
+    server = EmbeddedNats(directory / "nats", config_file=config, tls=server_tls is not None)
+    await asyncio.to_thread(server.start)
+    bus = SecuredBus(server, layout, passwords, hosts, client_tls)
+    try:
+        await bootstrap(bus.url, layout, bus.credentials(SecuredBus.ADMIN))
+    except BaseException:
+        server.stop()
+        raise
+    return bus
+
+
+@pytest_asyncio.fixture
+async def secured_bus(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[SecuredBus]:
+    """A secured nats-server of this test's own, with its stream and buckets made."""
+    number = _test_token(request, 40).split("_", 1)[0]
+    layout = BusLayout(
+        stream=f"S{number}",
+        subject_prefix=f"s{number}",
+        lease_bucket=f"leases-{number}",
+        snapshot_bucket=f"snapshots-{number}",
+    )
+    try:
+        bus = await start_secured_bus(tmp_path, layout)
+    except (EmbeddedServerError, BusError) as err:
+        unavailable("a secured nats-server", err)
+    try:
+        yield bus
+    finally:
+        await asyncio.to_thread(bus.server.stop)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,69 @@
+"""The NATS passwords of a one-machine stack, kept in a directory only its owner reads.
+
+`qm up` makes each user's password once (`secrets`, 256 bits) and keeps it in
+`<dir>/<user>.password` (mode 0600, directory 0700), so a restart on the same data
+dir lets the same users in; the server config rendered from them is written there
+too. Each service is handed only its own user's password.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Iterable
+from pathlib import Path
+
+from quartermaster.bus.access import NatsCredentials
+
+SERVER_CONFIG = "nats-server.conf"
+
+
+class NatsPasswords:
+    """Passwords by NATS user name, created on first use under `directory`."""
+
+    def __init__(self, directory: Path | str) -> None:
+        self.directory = Path(directory)
+
+    def password(self, user: str) -> str:
+        path = self._path(user)
+        with contextlib.suppress(FileNotFoundError):
+            return path.read_text().strip()
+        _write_private(path, secrets.token_urlsafe(32) + "\n")
+        return path.read_text().strip()  # another process may have won the race: theirs
+
+    def passwords(self, users: Iterable[str]) -> dict[str, str]:
+        return {user: self.password(user) for user in users}
+
+    def credentials(self, user: str) -> NatsCredentials:
+        return NatsCredentials(user=user, password=self.password(user))
+
+    def write_server_config(self, text: str) -> Path:
+        """Write the rendered server config (it holds every password) with mode 0600."""
+        path = self.directory / SERVER_CONFIG
+        _write_private(path, text, replace=True)
+        return path
+
+    def _path(self, user: str) -> Path:
+        if not user or "/" in user or user.startswith("."):
+            raise ValueError(f"not a usable NATS user name for a file: {user!r}")
+        return self.directory / f"{user}.password"
+
+
+def _write_private(path: Path, text: str, *, replace: bool = False) -> None:
+    """Put `text` at `path`, readable by its owner only (never briefly wider, never half
+    written); without `replace` an existing file is kept."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        if replace:
+            os.replace(tmp, path)
+        else:
+            with contextlib.suppress(FileExistsError):  # kept: someone made it first
+                os.link(tmp, path)  # atomic, and fails if the file exists
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -1,0 +1,418 @@
+"""A bus only trusted producers can write, on a real nats-server with one user per role.
+
+Forged writes (core NATS and JetStream publishes, JetStream API calls, consumers
+delivering elsewhere) by a user outside a subject's family are refused by the
+server; each service, run as its own user, does everything its role needs; and an
+event that reaches the log on the wrong subject all the same (written by the admin
+user) is ignored by the readers' fold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import nats
+import nats.errors
+import nats.js.errors
+import pytest
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RePublish, StreamConfig
+
+from qm_admission.writer import Plan, RequestWriter
+from qm_node_agent import NodeAgent, NodeSettings, RuntimeKind
+from qm_scheduler.service import Scheduler
+from qm_scheduler.settings import SchedulerSettings
+from qm_scheduler.snapshots import SnapshotStore
+from qm_warmpool.service import WarmPoolService
+from qm_warmpool.settings import WarmPoolSettings
+from quartermaster import events as ev
+from quartermaster.bus import JetStreamLog
+from quartermaster.core import JobStatus, State
+from quartermaster.eventlog import LogFollower, encode_batch, subjects
+from quartermaster.testing.servers import SecuredBus
+
+UNIT = "ml.g5.xlarge"
+QUEUE = "q"
+SHARE = "QS1"
+FORGED = encode_batch([ev.JobDispatched(at=1.0, job_id="forged", attempt=1, hosts=("h1",))])
+
+
+def refusals(subject: str, errors: list[str]) -> list[str]:
+    """The server's permission violations for publishing to `subject` (nats-py lowercases)."""
+    expected = f'permissions violation for publish to "{subject}"'.lower()
+    return [e for e in errors if expected in e.lower()]
+
+
+@contextlib.asynccontextmanager
+async def raw(bus: SecuredBus, user: str) -> AsyncIterator[tuple[NatsClient, list[str]]]:
+    """A plain nats-py connection as `user`, and the errors the server sent it."""
+    errors: list[str] = []
+
+    async def on_error(err: Exception) -> None:
+        errors.append(str(err))
+
+    options = bus.credentials(user).connect_options()
+    nc = await nats.connect(bus.url, error_cb=on_error, max_reconnect_attempts=0, **options)
+    try:
+        yield nc, errors
+    finally:
+        await nc.close()
+
+
+async def until(what: str, predicate: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for: {what}")
+        await asyncio.sleep(0.02)
+
+
+async def until_refused(subject: str, errors: list[str], times: int = 1) -> None:
+    await until(f"{times} refusal(s) of {subject}", lambda: len(refusals(subject, errors)) >= times)
+
+
+# ---- the server refuses ------------------------------------------------------------
+
+
+async def test_a_publish_outside_the_users_family_is_refused(secured_bus: SecuredBus) -> None:
+    bus, p = secured_bus, secured_bus.layout.subject_prefix
+    forgeries = [
+        ("node.h1", subjects.decisions(QUEUE, p)),
+        ("node.h1", subjects.host_decisions(p)),
+        ("node.h1", subjects.requests(p)),
+        ("node.h1", subjects.reports("h2", p)),
+        ("node.h1", subjects.timers(p)),
+        ("admission", subjects.decisions(QUEUE, p)),
+        ("admission", subjects.reports("h1", p)),
+        ("warmpool", subjects.requests(p)),
+        ("scheduler", subjects.requests(p)),
+        ("scheduler", subjects.reports("h1", p)),
+        ("scheduler", subjects.timers(p)),
+        ("auditor", subjects.requests(p)),
+        ("auditor", subjects.reports("h1", p)),
+    ]
+    async with await bus.connect(bus.ADMIN) as admin:
+        for user, subject in forgeries:
+            async with raw(bus, user) as (nc, errors):
+                await nc.publish(subject, FORGED)  # core NATS: the stream would capture it
+                await nc.flush()
+                with pytest.raises(nats.errors.TimeoutError):  # JetStream: no ack comes
+                    await nc.jetstream(timeout=0.25).publish(subject, FORGED)
+                await until_refused(subject, errors, times=2)
+        assert await admin.last_seq() == 0, "a forged message was stored"
+
+
+async def test_no_service_may_change_purge_or_delete_the_stream(secured_bus: SecuredBus) -> None:
+    bus = secured_bus
+    stream, p = bus.layout.stream, bus.layout.subject_prefix
+    widened = {"name": stream, "subjects": [f"{p}.>", "elsewhere.>"], "storage": "file"}
+    republisher = {
+        "name": "EVIL",
+        "subjects": ["evil.>"],
+        "republish": {"src": ">", "dest": subjects.requests(p)},
+    }
+    calls = [
+        (f"$JS.API.STREAM.UPDATE.{stream}", widened),
+        (f"$JS.API.STREAM.PURGE.{stream}", {}),
+        (f"$JS.API.STREAM.MSG.DELETE.{stream}", {"seq": 1}),
+        (f"$JS.API.STREAM.DELETE.{stream}", None),
+        ("$JS.API.STREAM.CREATE.EVIL", republisher),
+    ]
+    async with await bus.connect(bus.ADMIN) as admin:
+        seq = await admin.append(subjects.requests(p), encode_batch([]))
+        for user in ("scheduler", "admission", "warmpool", "node.h1", "auditor"):
+            async with raw(bus, user) as (nc, errors):
+                for subject, body in calls:
+                    data = json.dumps(body).encode() if body is not None else b""
+                    await nc.publish(subject, data, reply=nc.new_inbox())
+                    await nc.flush()
+                    await until_refused(subject, errors)
+        info = await admin.js.stream_info(stream)
+        assert info.config.subjects == [f"{p}.>"]
+        assert info.state.last_seq == seq and info.state.messages == 1
+        with pytest.raises(nats.js.errors.NotFoundError):
+            await admin.js.stream_info("EVIL")
+
+
+async def test_the_scheduler_cannot_reconfigure_its_buckets(secured_bus: SecuredBus) -> None:
+    """Its buckets exist (the bootstrap made them); a create with another config fails."""
+    bus, p = secured_bus, secured_bus.layout.subject_prefix
+    kv = f"KV_{bus.layout.lease_bucket}"
+    async with await bus.connect("scheduler") as scheduler:
+        rewired = StreamConfig(
+            name=kv,
+            subjects=[f"$KV.{bus.layout.lease_bucket}.>"],
+            republish=RePublish(src=f"$KV.{bus.layout.lease_bucket}.*", dest=subjects.requests(p)),
+        )
+        with pytest.raises(nats.js.errors.BadRequestError) as refused:
+            await scheduler.js.add_stream(rewired)
+        assert refused.value.err_code == 10058  # a stream with this name exists
+        assert (await scheduler.js.stream_info(kv)).config.republish is None
+
+
+async def test_a_consumer_cannot_deliver_into_the_log_or_the_buckets(
+    secured_bus: SecuredBus,
+) -> None:
+    bus, p, layout = secured_bus, secured_bus.layout.subject_prefix, secured_bus.layout
+    own = subjects.reports("h1", p)
+    async with await bus.connect("node.h1") as node, await bus.connect(bus.ADMIN) as admin:
+        await node.append(own, b"crafted bytes")
+        js = node.js
+
+        def push(deliver: str) -> ConsumerConfig:
+            return ConsumerConfig(
+                deliver_subject=deliver,
+                deliver_policy=DeliverPolicy.ALL,
+                ack_policy=AckPolicy.NONE,
+                filter_subject=own,
+            )
+
+        with pytest.raises(nats.js.errors.BadRequestError):  # a cycle into its own stream
+            await js.add_consumer(layout.stream, push(subjects.requests(p)))
+        await js.add_consumer(layout.stream, push(f"$KV.{layout.lease_bucket}.{layout.stream}_q"))
+        await js.add_consumer(layout.stream, push(f"$O.{layout.snapshot_bucket}.M.c2NoZWR1bGVy"))
+        seen: list[str] = []  # a control consumer: deliveries do happen
+
+        async def on_delivery(msg: Msg) -> None:
+            seen.append(msg.subject)
+
+        inbox = node.nc.new_inbox()
+        await node.nc.subscribe(inbox, cb=on_delivery)
+        await js.add_consumer(layout.stream, push(inbox))
+        await until("the control delivery", lambda: bool(seen))
+        await node.nc.flush()
+        for bucket in (f"KV_{layout.lease_bucket}", f"OBJ_{layout.snapshot_bucket}"):
+            assert (await admin.js.stream_info(bucket)).state.messages == 0, bucket
+        assert await admin.last_seq() == 1
+
+
+async def test_an_unknown_user_or_a_wrong_password_is_refused(secured_bus: SecuredBus) -> None:
+    for options in ({}, {"user": "scheduler", "password": "guessed"}):
+        with pytest.raises((nats.errors.NoServersError, nats.errors.Error)) as refused:
+            await nats.connect(
+                secured_bus.url, max_reconnect_attempts=0, allow_reconnect=False, **options
+            )
+        assert "authorization" in str(refused.value).lower() or isinstance(
+            refused.value, nats.errors.NoServersError
+        )
+
+
+# ---- each service does its job as itself ------------------------------------------
+
+
+def _payload(script: str) -> str:
+    algorithm = {
+        "TrainingImage": "quartermaster/job-runner:test",
+        "TrainingInputMode": "File",
+        "ContainerEntrypoint": ["sh", "-c"],
+        "ContainerArguments": [script],
+    }
+    return json.dumps(
+        {
+            "TrainingJobName": "test",
+            "AlgorithmSpecification": algorithm,
+            "RoleArn": "arn:aws:iam::123456789012:role/test",
+            "ResourceConfig": {"InstanceType": UNIT, "InstanceCount": 1, "VolumeSizeInGB": 10},
+            "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
+        }
+    )
+
+
+def _configuration(at: float) -> list[ev.Event]:
+    limits = (ev.CapacityLimit(UNIT, 2),)
+    return [
+        ev.ServiceEnvironmentCreated(at=at, name="env", capacity_limits=limits),
+        ev.SchedulingPolicyCreated(at=at, name="fifo"),
+        ev.JobQueueCreated(at=at, name=QUEUE, service_environment="env", scheduling_policy="fifo"),
+        ev.QuotaShareCreated(
+            at=at,
+            job_queue=QUEUE,
+            name=SHARE,
+            capacity_limits=limits,
+            strategy=ev.SharingStrategy.LEND_AND_BORROW,
+        ),
+    ]
+
+
+def _submitted(job_id: str, script: str, at: float, instance_type: str = UNIT) -> ev.JobSubmitted:
+    return ev.JobSubmitted(
+        at=at,
+        job_id=job_id,
+        job_name=job_id,
+        job_queue=QUEUE,
+        quota_share=SHARE,
+        instance_type=instance_type,
+        warm_pool_key=ev.WarmPoolKey(instance_type=instance_type),
+        payload=_payload(script),
+    )
+
+
+def _node_settings(bus: SecuredBus, tmp: Path, host: str) -> NodeSettings:
+    return NodeSettings(
+        host_id=host,
+        instance_type=UNIT,
+        data_dir=tmp / f"agent-{host}",
+        nats_url=bus.url,
+        gpu_count=0,
+        runtime=RuntimeKind.PROCESS,
+        stream=bus.layout.stream,
+        subject_prefix=bus.layout.subject_prefix,
+        heartbeat_seconds=0.5,
+        stop_grace_seconds=2.0,
+        address="127.0.0.1",
+        nats_credentials=bus.credentials(f"node.{host}"),
+    )
+
+
+class Audit:
+    """The auditor's view: a follower of the whole log and the subject of every event."""
+
+    def __init__(self, event_log: JetStreamLog) -> None:
+        self.follower = LogFollower(event_log)
+        self.seen: list[tuple[int, str, ev.AnyEvent]] = []
+        self.follower.listen(self._seen)
+
+    def _seen(self, seq: int, subject: str, events: list[ev.AnyEvent]) -> None:
+        self.seen.extend((seq, subject, event) for event in events)
+
+    @property
+    def state(self) -> State:
+        return self.follower.state
+
+    def subjects_of(self, kind: type[ev.Event]) -> set[str]:
+        return {subject for _, subject, event in self.seen if isinstance(event, kind)}
+
+
+@contextlib.asynccontextmanager
+async def task(coro: Any) -> AsyncIterator[asyncio.Task[None]]:
+    running = asyncio.create_task(coro)
+    try:
+        yield running
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+
+
+async def test_each_service_does_its_whole_role_as_its_own_user(
+    secured_bus: SecuredBus, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    bus, layout, p = secured_bus, secured_bus.layout, secured_bus.layout.subject_prefix
+    scheduler_settings = SchedulerSettings(
+        instance_id="s1",
+        lease_bucket=layout.lease_bucket,
+        snapshot_bucket=layout.snapshot_bucket,
+        snapshot_every=1,
+        nats_url=bus.url,
+        stream=layout.stream,
+        subject_prefix=p,
+        nats_user="scheduler",
+        nats_password=bus.credentials("scheduler").password,
+    )
+    logs = {user: await bus.connect(user) for user in ("admission", "scheduler", "warmpool")}
+    logs["node.h1"] = await bus.connect("node.h1")
+    logs["auditor"] = await bus.connect("auditor")
+    try:
+        audit = Audit(logs["auditor"])
+        await audit.follower.start()
+        admission_follower = LogFollower(logs["admission"])
+        await admission_follower.start()
+        writer = RequestWriter(logs["admission"], admission_follower)
+
+        async def request(*events: ev.Event) -> int:
+            written = await writer.write(lambda _state, _now: Plan(events=list(events), result=0))
+            return written.seq
+
+        scheduler = Scheduler(scheduler_settings, logs["scheduler"])
+        warmpool = WarmPoolService(WarmPoolSettings(tick_seconds=0.2), logs["warmpool"])
+        agent = NodeAgent(_node_settings(bus, tmp_path, "h1"), logs["node.h1"])
+        async with task(scheduler.run()), task(warmpool.run()), agent:
+            await request(*_configuration(time.time()))
+            await until("h1 registered", lambda: "h1" in audit.state.hosts)
+            await request(_submitted("ok", "echo hello", time.time()))
+            await until(
+                "ok succeeded",
+                lambda: (
+                    "ok" in audit.state.jobs
+                    and audit.state.jobs["ok"].status == JobStatus.SUCCEEDED
+                ),
+            )
+            await until("a clock tick", lambda: bool(audit.subjects_of(ev.ClockTicked)))
+            assert scheduler.led_queues() == {QUEUE}
+        snapshot = await (
+            await SnapshotStore.open(logs["scheduler"], layout.snapshot_bucket)
+        ).load()
+    finally:
+        await audit.follower.stop()
+        await admission_follower.stop()
+        for event_log in logs.values():
+            await event_log.close()
+
+    assert snapshot is not None, "the scheduler saved no snapshot"
+    assert audit.subjects_of(ev.JobSubmitted) == {subjects.requests(p)}
+    assert audit.subjects_of(ev.JobDispatched) == {subjects.decisions(QUEUE, p)}
+    assert audit.subjects_of(ev.ClockTicked) == {subjects.timers(p)}
+    assert audit.subjects_of(ev.JobSucceeded) == {subjects.reports("h1", p)}
+    assert audit.subjects_of(ev.HostRegistered) == {subjects.reports("h1", p)}
+    complaints = [r.getMessage() for r in caplog.records if "violation" in r.getMessage().lower()]
+    assert complaints == []
+
+
+# ---- the fold ignores what arrives on the wrong subject -----------------------------
+
+
+async def test_a_dispatch_on_a_request_subject_is_not_obeyed(
+    secured_bus: SecuredBus, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Written by admin (who may write anywhere), so only the readers' rule stands guard.
+
+    The job needs an instance type no host has, so no scheduler would place it. The
+    same dispatch on its queue's decision subject is obeyed (the control), and the
+    agent's first report of the job comes after that control: the forged ones, earlier
+    in the log, started nothing.
+    """
+    bus, p = secured_bus, secured_bus.layout.subject_prefix
+    marker = tmp_path / "ran"
+    now = time.time()
+    job = _submitted("misfit", f"touch {marker}", now, instance_type="ml.p5.48xlarge")
+    dispatched = ev.JobDispatched(at=now, job_id="misfit", attempt=1, hosts=("h1",))
+    ghost = ev.HostRegistered(at=now, host_id="ghost", instance_type=UNIT)
+    admin, reader = await bus.connect(bus.ADMIN), await bus.connect("auditor")
+    node = await bus.connect("node.h1")
+    audit = Audit(reader)
+    await audit.follower.start()
+    try:
+        async with NodeAgent(_node_settings(bus, tmp_path, "h1"), node):
+            await admin.append(subjects.requests(p), encode_batch(_configuration(now)))
+            await until("h1 registered", lambda: "h1" in audit.state.hosts)
+            await admin.append(subjects.requests(p), encode_batch([job]))
+            caplog.clear()
+            for subject in (subjects.requests(p), subjects.reports("h1", p)):
+                await admin.append(subject, encode_batch([dispatched]))
+            forged_last = await admin.append(subjects.reports("h1", p), encode_batch([ghost]))
+            await audit.follower.wait_for(forged_last)
+            assert audit.state.jobs["misfit"].attempt_no == 0
+            assert "ghost" not in audit.state.hosts
+
+            control = await admin.append(subjects.decisions(QUEUE, p), encode_batch([dispatched]))
+            await until(
+                "the control dispatch ran",
+                lambda: audit.state.jobs["misfit"].status == JobStatus.SUCCEEDED,
+            )
+    finally:
+        await audit.follower.stop()
+        for event_log in (admin, reader, node):
+            await event_log.close()
+    assert marker.exists()
+    starts = [seq for seq, _, e in audit.seen if isinstance(e, ev.JobStarting)]
+    assert starts and min(starts) > control > forged_last
+    ignored = [r.getMessage() for r in caplog.records if "ignored event" in r.getMessage()]
+    assert any("kind=job.dispatched" in m and "requests" in m for m in ignored), ignored
+    assert any("kind=host.registered" in m and "'ghost'" in m for m in ignored), ignored
