@@ -927,7 +927,7 @@ class ExplainedTransition(_message.Message):
     def __init__(self, sequence: _Optional[int] = ..., at: _Optional[int] = ..., event_type: _Optional[str] = ..., source: _Optional[str] = ..., from_status: _Optional[_Union[JobStatus, str]] = ..., to_status: _Optional[_Union[JobStatus, str]] = ..., status_reason: _Optional[str] = ..., summary: _Optional[str] = ..., decision: _Optional[_Union[ExplainedDecision, _Mapping]] = ..., decision_sequence: _Optional[int] = ..., share_usage: _Optional[_Iterable[_Union[ExplainedShareUsage, _Mapping]]] = ...) -> None: ...
 
 class ExplainServiceJobResponse(_message.Message):
-    __slots__ = ("job_id", "job_name", "job_queue", "quota_share_name", "status", "status_reason", "sequence", "transitions")
+    __slots__ = ("job_id", "job_name", "job_queue", "quota_share_name", "status", "status_reason", "sequence", "transitions", "waiting_reason")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_NAME_FIELD_NUMBER: _ClassVar[int]
     JOB_QUEUE_FIELD_NUMBER: _ClassVar[int]
@@ -936,6 +936,7 @@ class ExplainServiceJobResponse(_message.Message):
     STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     TRANSITIONS_FIELD_NUMBER: _ClassVar[int]
+    WAITING_REASON_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_name: str
     job_queue: str
@@ -944,7 +945,8 @@ class ExplainServiceJobResponse(_message.Message):
     status_reason: str
     sequence: int
     transitions: _containers.RepeatedCompositeFieldContainer[ExplainedTransition]
-    def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., status_reason: _Optional[str] = ..., sequence: _Optional[int] = ..., transitions: _Optional[_Iterable[_Union[ExplainedTransition, _Mapping]]] = ...) -> None: ...
+    waiting_reason: str
+    def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., status_reason: _Optional[str] = ..., sequence: _Optional[int] = ..., transitions: _Optional[_Iterable[_Union[ExplainedTransition, _Mapping]]] = ..., waiting_reason: _Optional[str] = ...) -> None: ...
 
 class ListWarmPoolsRequest(_message.Message):
     __slots__ = ("status", "job_queue", "max_results", "next_token")
