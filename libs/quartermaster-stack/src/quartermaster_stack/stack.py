@@ -31,9 +31,19 @@ from qm_warmpool.service import WarmPoolService
 from qm_warmpool.settings import WarmPoolSettings
 from quartermaster.auth.local import LocalCredentials
 from quartermaster.bus import JetStreamLog
+from quartermaster.bus.access import NatsCredentials
+from quartermaster.embedded.nats_auth import (
+    BusLayout,
+    Role,
+    render_config,
+    service_users,
+    user_name,
+)
+from quartermaster.embedded.nats_credentials import NatsPasswords
 from quartermaster.embedded.nats_server import EmbeddedNats
 from quartermaster.embedded.postgres import EmbeddedPostgres
 from quartermaster.eventlog import LogFollower
+from quartermaster.eventlog.bootstrap import bootstrap
 from quartermaster.store import Projector, ReadModel
 from quartermaster_stack.settings import StackSettings
 
@@ -55,6 +65,7 @@ class Stack:
         self._stoppers: dict[str, Stopper] = {}
         self.parts: dict[str, Any] = {}  # name -> the running service object
         self.credentials: LocalCredentials | None = None  # None: an insecure stack
+        self.nats_passwords: NatsPasswords | None = None  # None: services connect anonymously
 
     @property
     def address(self) -> str:
@@ -90,9 +101,7 @@ class Stack:
                 self.data_dir / "credentials",
                 dt.datetime.now(dt.UTC),
             )
-        if not self.nats_url:
-            self._nats = EmbeddedNats(self.data_dir / "nats").start()
-            self.nats_url = self._nats.url
+        await self._start_nats()
         if not self.postgres_url:
             postgres = EmbeddedPostgres(self.data_dir / "postgres")
             self._postgres = await asyncio.to_thread(postgres.start)
@@ -139,12 +148,69 @@ class Stack:
         if stopper is not None:
             await stopper()
 
-    async def _connect(self, name: str) -> JetStreamLog:
+    # ---- the bus ------------------------------------------------------------
+    def nats_layout(self) -> BusLayout:
+        buckets = SchedulerSettings()
+        return BusLayout(
+            stream=self.settings.stream,
+            subject_prefix=self.settings.subject_prefix,
+            lease_bucket=buckets.lease_bucket,
+            snapshot_bucket=buckets.snapshot_bucket,
+        )
+
+    async def _start_nats(self) -> None:
+        """Embed a nats-server unless given one; secure: one NATS user per service.
+
+        The users' passwords live in `<data-dir>/credentials/nats/`. A given server is
+        used with them only if that directory exists (its operator started the server
+        with the config rendered there); otherwise services connect anonymously.
+        """
+        directory = self.data_dir / "credentials" / "nats"
+        if self.settings.secure and (not self.nats_url or directory.is_dir()):
+            self.nats_passwords = NatsPasswords(directory)
+        if not self.nats_url:
+            config = None
+            if self.nats_passwords is not None:
+                users = service_users(self.nats_passwords.password, self.host_ids())
+                text = render_config(users, self.nats_layout())
+                config = await asyncio.to_thread(self.nats_passwords.write_server_config, text)
+            self._nats = EmbeddedNats(self.data_dir / "nats", config_file=config).start()
+            self.nats_url = self._nats.url
+        if self.nats_passwords is None:
+            if self.settings.secure:
+                log.warning("NATS at %s is used without credentials", self.nats_url)
+            return
+        admin = self.nats_passwords.credentials(user_name(Role.ADMIN))
+        await bootstrap(self.nats_url, self.nats_layout(), admin)
+
+    def nats_credentials(self, part: str) -> NatsCredentials:
+        """Who part `part` (a service, or a host id) is on the bus."""
+        if self.nats_passwords is None:
+            return NatsCredentials()
+        roles = {"scheduler": Role.SCHEDULER, "warmpool": Role.WARMPOOL}
+        role = roles.get(part, Role.ADMISSION if part == "admission" else Role.NODE)
+        name = user_name(role, part if role is Role.NODE else None)
+        return self.nats_passwords.credentials(name)
+
+    def _bus_fields(self, part: str) -> dict[str, Any]:
+        """The BusSettings fields of a part's settings: where the log is, who it is there."""
+        creds = self.nats_credentials(part)
+        return {
+            "nats_url": self.nats_url,
+            "stream": self.settings.stream,
+            "subject_prefix": self.settings.subject_prefix,
+            "nats_user": creds.user,
+            "nats_password": creds.password,
+        }
+
+    async def _connect(self, part: str) -> JetStreamLog:
         return await JetStreamLog.connect(
             self.nats_url,
             self.settings.stream,
             self.settings.subject_prefix,
-            connection_name=f"qm-{name}",
+            connection_name=f"qm-{part}",
+            credentials=self.nats_credentials(part),
+            create_stream=self.nats_passwords is None,  # else made by the bootstrap
         )
 
     def _task(
@@ -174,6 +240,7 @@ class Stack:
             instance_id="stack-scheduler",
             lease_ttl_seconds=3.0,
             heartbeat_timeout_seconds=self.settings.heartbeat_timeout_seconds,
+            **self._bus_fields("scheduler"),
         )
         event_log = await self._connect("scheduler")
         scheduler = Scheduler(settings, event_log)
@@ -182,9 +249,10 @@ class Stack:
 
     async def _warmpool(self) -> Stopper:
         event_log = await self._connect("warmpool")
-        service = WarmPoolService(
-            WarmPoolSettings(tick_seconds=self.settings.tick_seconds), event_log
+        settings = WarmPoolSettings(
+            tick_seconds=self.settings.tick_seconds, **self._bus_fields("warmpool")
         )
+        service = WarmPoolService(settings, event_log)
         self.parts["warmpool"] = service
         return self._task("warmpool", service.run(), event_log)
 
@@ -199,6 +267,7 @@ class Stack:
             grpc_port=self.port,
             pg_schema=self.settings.pg_schema,
             **self._admission_security(),
+            **self._bus_fields("admission"),
         )
         server, self.port = await create_server(
             settings, event_log, follower, read_model, projector
@@ -228,6 +297,7 @@ class Stack:
             gpu_count=s.gpus_per_node,
             heartbeat_seconds=s.heartbeat_seconds,
             stop_grace_seconds=s.stop_grace_seconds,
+            nats_credentials=self.nats_credentials(host),
         )
         event_log = await self._connect(host)
         agent = NodeAgent(settings, event_log)
@@ -239,6 +309,7 @@ class Stack:
         if creds is None:
             return {"insecure": True}
         return {
+            "page_token_secret": creds.page_token_key.read_text().strip(),
             "token_public_key_file": str(creds.verify_key),
             "tls_cert_file": str(creds.server_cert),
             "tls_key_file": str(creds.server_key),

@@ -9,12 +9,14 @@ stay valid across restarts); the `qm` CLI and the Python client read
     token-signing.pem           Ed25519 key that signs bearer tokens (`qm token issue`)
     token-verify.pem            its public key, which admission verifies tokens with
     admin.token                 a bearer token for subject "admin", role admin
+    page-token.key              the HMAC key admission seals page tokens with
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import secrets
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -62,6 +64,10 @@ class LocalCredentials(msgspec.Struct, frozen=True):
     def admin_token(self) -> Path:
         return self.directory / "admin.token"
 
+    @property
+    def page_token_key(self) -> Path:
+        return self.directory / "page-token.key"
+
     @classmethod
     def ensure(
         cls,
@@ -87,6 +93,8 @@ class LocalCredentials(msgspec.Struct, frozen=True):
             _write(creds.signing_key, private, private=True)
             _write(creds.verify_key, public, private=False)
             creds.admin_token.unlink(missing_ok=True)  # signed by the old key
+        if not creds.page_token_key.exists():
+            _write(creds.page_token_key, secrets.token_hex(32).encode(), private=True)
         if not creds.admin_token.exists():
             token = creds.issue("admin", [Role.ADMIN], issued_at=now.timestamp())
             _write(creds.admin_token, token.encode(), private=True)
