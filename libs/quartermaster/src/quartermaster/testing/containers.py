@@ -49,6 +49,9 @@ NODE_DATA_DIR = "/var/lib/quartermaster"  # the node-agent image's data dir
 DOCKER_SOCKET = "/var/run/docker.sock"
 RUNTIMES = ("process", "docker")
 PARTS = ("nats", "postgres", "admission", "scheduler", "warmpool", "node-agent")
+# The log-driven services restart when they exit with an error, as under compose or
+# Kubernetes: one that loses a race at the cluster's first minute comes back.
+RESTART_ON_FAILURE = {"Name": "on-failure", "MaximumRetryCount": 5}
 
 
 class StackStartError(RuntimeError):
@@ -91,6 +94,22 @@ def _numeric_user(user: str, image: str) -> tuple[int, int]:
     if not uid.isdigit() or not (gid or uid).isdigit():
         raise StackStartError(f"{image} runs as user {user!r}: give it a numeric uid:gid")
     return int(uid), int(gid or uid)
+
+
+def missing_images(image_prefix: str = "quartermaster/", image_tag: str = "local") -> list[str]:
+    """The stack's images that the engine lacks (all of them when no engine answers):
+    what a suite checks to skip with a reason instead of failing."""
+    try:
+        images = DockerClient().client.images
+    except Exception:  # docker.errors.DockerException: no engine here
+        return [f"{image_prefix}{part}:{image_tag}" for part in PARTS]
+    missing = []
+    for part in PARTS:
+        try:
+            images.get(f"{image_prefix}{part}:{image_tag}")
+        except Exception:  # docker.errors.ImageNotFound, or the engine went away
+            missing.append(f"{image_prefix}{part}:{image_tag}")
+    return missing
 
 
 class QuartermasterStack:
@@ -207,6 +226,15 @@ class QuartermasterStack:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
 
+    def restarts(self) -> dict[str, int]:
+        """How often each container was restarted after exiting with an error."""
+        counts = {}
+        for name, container in self.containers.items():
+            wrapped = container.get_wrapped_container()
+            wrapped.reload()
+            counts[name] = int(wrapped.attrs.get("RestartCount", 0))
+        return counts
+
     def logs(self, name: str, tail: int = 200) -> str:
         """The last `tail` lines of part `name` (`admission`, `scheduler-1`, `node-2`, ...)."""
         return _logs(self.containers[name], tail)
@@ -216,17 +244,11 @@ class QuartermasterStack:
         return f"{self.image_prefix}{part}:{self.image_tag}"
 
     def _check_images(self) -> None:
-        images = DockerClient().client.images
-        missing = []
-        for part in PARTS:
-            try:
-                images.get(self._image(part))
-            except Exception:  # docker.errors.ImageNotFound, or no engine at all
-                missing.append(self._image(part))
+        missing = missing_images(self.image_prefix, self.image_tag)
         if missing:
             raise StackStartError(
-                f"images not found: {', '.join(missing)} (build them with "
-                "deploy/images/build-images.sh; nothing is pulled)"
+                f"no Docker engine, or images not found: {', '.join(missing)} (build "
+                "them with deploy/images/build-images.sh; nothing is pulled)"
             )
 
     def _run(
@@ -237,6 +259,7 @@ class QuartermasterStack:
         command: list[str] | None = None,
         volumes: Sequence[tuple[str, str, str]] = (),
         group_add: Sequence[str] = (),
+        restart: bool = False,
     ) -> DockerContainer:
         container = DockerContainer(
             self._image(part),
@@ -252,6 +275,7 @@ class QuartermasterStack:
             network=None,  # testcontainers would attach its own network inside a container
             labels={STACK_LABEL: self.stack_id},
             group_add=list(group_add) or None,
+            restart_policy=RESTART_ON_FAILURE if restart else None,
         )
         self.containers[name] = container  # before start: a half-started one is removed too
         container.start()
@@ -263,7 +287,7 @@ class QuartermasterStack:
         while not ready():
             wrapped = container.get_wrapped_container()
             wrapped.reload()
-            if wrapped.status not in ("created", "running"):
+            if wrapped.status not in ("created", "running", "restarting"):
                 raise StackStartError(
                     f"{name} exited ({wrapped.attrs['State'].get('ExitCode')}) before {what}:"
                     f"\n{_logs(container)}"
@@ -273,6 +297,12 @@ class QuartermasterStack:
                     f"{name}: not {what} within {self.startup_timeout_s:.0f} s:\n{_logs(container)}"
                 )
             time.sleep(0.2)
+
+    def _exec_ok(self, name: str, command: list[str]) -> bool:
+        try:
+            return self.containers[name].exec(command).exit_code == 0
+        except Exception:  # docker.errors.APIError: the container is restarting
+            return False
 
     def _wait_log(self, name: str, text: str) -> None:
         self._wait(name, f"logged {text!r}", lambda: text in _logs(self.containers[name], 500))
@@ -388,20 +418,16 @@ class QuartermasterStack:
         probes: list[tuple[str, str]] = []
         for i in range(1, self.schedulers + 1):
             env = {**self._bus_env("QM_SCHEDULER_"), "QM_SCHEDULER_INSTANCE_ID": f"scheduler-{i}"}
-            self._run(f"scheduler-{i}", "scheduler", env)
+            self._run(f"scheduler-{i}", "scheduler", env, restart=True)
             probes.append((f"scheduler-{i}", "QM_SCHEDULER_NATS_URL"))
         env = {**self._bus_env("QM_WARMPOOL_"), "QM_WARMPOOL_TICK_SECONDS": str(self.tick_seconds)}
-        self._run("warmpool", "warmpool", env)
+        self._run("warmpool", "warmpool", env, restart=True)
         probes.append(("warmpool", "QM_WARMPOOL_NATS_URL"))
         for host in self.host_ids:
             self._start_agent(host)
         for name, variable in probes:
-            container = self.containers[name]
-            self._wait(
-                name,
-                "connected to NATS",
-                lambda c=container, v=variable: c.exec(["qm-probe", "nats", v]).exit_code == 0,  # type: ignore[misc]
-            )
+            probe = ["qm-probe", "nats", variable]
+            self._wait(name, "connected to NATS", lambda n=name, p=probe: self._exec_ok(n, p))  # type: ignore[misc]
         for host in self.host_ids:
             self._wait_log(host, f"host={host} ready")
 
@@ -427,7 +453,7 @@ class QuartermasterStack:
             env["QM_NODE_DATA_DIR"] = str(data_dir)
             volumes += [(DOCKER_SOCKET, DOCKER_SOCKET, "rw"), (str(data_dir), str(data_dir), "rw")]
             group_add.append(str(os.stat(DOCKER_SOCKET).st_gid))
-        self._run(host, "node-agent", env, volumes=volumes, group_add=group_add)
+        self._run(host, "node-agent", env, volumes=volumes, group_add=group_add, restart=True)
 
     def _connect(self) -> Quartermaster:
         if self.credentials_dir is None:

@@ -1,0 +1,108 @@
+"""The seed scenario on the stack as containers (`quartermaster.testing.containers`).
+
+The images are those of deploy/images/build-images.sh; without them (or without an
+engine) the tests skip with the reason, and fail instead when `CI` is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import grpc
+import pytest
+from scenario import play_seed_scenario
+
+from quartermaster.client import Quartermaster, QuartermasterError
+from quartermaster.testing.containers import (
+    STACK_LABEL,
+    QuartermasterStack,
+    StackStartError,
+    missing_images,
+)
+
+# Ryuk (testcontainers' reaper) needs a bridge network and a registry pull; the stack
+# removes its own containers. Read when the first container starts, so this is in time.
+os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(autouse=True)
+def images() -> None:
+    missing = missing_images()
+    if missing:
+        reason = f"no Docker engine or no images {missing} (deploy/images/build-images.sh)"
+        if os.environ.get("CI"):
+            pytest.fail(f"containers stack cannot run in CI: {reason}")
+        pytest.skip(reason)
+
+
+def containers_of(stack: QuartermasterStack) -> list[str]:
+    """Names of the containers (running or not) that carry the stack's label."""
+    import docker
+
+    engine = docker.from_env()
+    try:
+        found = engine.containers.list(
+            all=True, filters={"label": f"{STACK_LABEL}={stack.stack_id}"}
+        )
+        return [c.name for c in found]
+    finally:
+        engine.close()
+
+
+def refused(client: Quartermaster) -> grpc.StatusCode:
+    with client, pytest.raises(QuartermasterError) as caught:
+        client.list_nodes()
+    return caught.value.code
+
+
+async def stream_replicas(urls: str) -> int:
+    import nats
+
+    nc = await nats.connect(urls.split(","))
+    try:
+        info = await nc.jetstream().stream_info("QM")
+    finally:
+        await nc.close()
+    return info.config.num_replicas or 1
+
+
+def test_seed_scenario_on_a_secured_stack_of_containers() -> None:
+    stack = QuartermasterStack()
+    with stack:
+        assert len(containers_of(stack)) == 1 + 1 + 1 + 2 + 1 + 3
+        assert stack.credentials_dir is not None
+        ca = stack.credentials_dir / "ca.pem"
+        forged = Quartermaster(stack.address, 5, token="forged", ca_file=ca)
+        assert refused(forged) is grpc.StatusCode.UNAUTHENTICATED
+        assert (
+            refused(Quartermaster(stack.address, 5, insecure=True)) is grpc.StatusCode.UNAVAILABLE
+        )
+        try:
+            play_seed_scenario(stack.client)
+        except AssertionError:
+            for name in ("admission", "scheduler-1", "scheduler-2", *stack.host_ids):
+                print(f"--- {name}\n{stack.logs(name)}")
+            raise
+    assert containers_of(stack) == []
+
+
+def test_seed_scenario_on_a_nats_cluster_insecure() -> None:
+    stack = QuartermasterStack(cluster=True, secure=False)
+    with stack:
+        assert stack.credentials_dir is None
+        assert len(stack.nats_url.split(",")) == 3
+        play_seed_scenario(stack.client)
+        assert asyncio.run(stream_replicas(stack.nats_url)) == 3
+    assert containers_of(stack) == []
+
+
+def test_a_part_that_cannot_start_is_reported_and_nothing_is_left() -> None:
+    stack = QuartermasterStack(
+        nodes=1, extra_env={"admission": {"QM_ADMISSION_GRPC_PORT": "not-a-port"}}
+    )
+    with pytest.raises(StackStartError, match=r"(?s)admission exited \(2\).*grpc_port"), stack:
+        pytest.fail("the stack must not start")
+    assert containers_of(stack) == []
