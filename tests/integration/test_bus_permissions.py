@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import json
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -33,10 +35,14 @@ from qm_scheduler.snapshots import SnapshotStore
 from qm_warmpool.service import WarmPoolService
 from qm_warmpool.settings import WarmPoolSettings
 from quartermaster import events as ev
+from quartermaster.auth import pki
 from quartermaster.bus import JetStreamLog
+from quartermaster.bus.access import NatsCredentials
 from quartermaster.core import JobStatus, State
+from quartermaster.embedded.errors import EmbeddedServerError
+from quartermaster.embedded.nats_auth import BusLayout, TlsFiles
 from quartermaster.eventlog import LogFollower, encode_batch, subjects
-from quartermaster.testing.servers import SecuredBus
+from quartermaster.testing.servers import SecuredBus, start_secured_bus, unavailable
 
 UNIT = "ml.g5.xlarge"
 QUEUE = "q"
@@ -416,3 +422,64 @@ async def test_a_dispatch_on_a_request_subject_is_not_obeyed(
     ignored = [r.getMessage() for r in caplog.records if "ignored event" in r.getMessage()]
     assert any("kind=job.dispatched" in m and "requests" in m for m in ignored), ignored
     assert any("kind=host.registered" in m and "'ghost'" in m for m in ignored), ignored
+
+
+# ---- TLS ----------------------------------------------------------------------------
+
+
+async def test_mutual_tls_lets_in_only_clients_with_a_certificate(tmp_path: Path) -> None:
+    now = dt.datetime.now(dt.UTC)
+    ca = pki.new_ca("test CA", now)
+    server = pki.issue_leaf(ca, "nats", now, server_names=["127.0.0.1", "localhost"])
+    client = pki.issue_leaf(ca, "scheduler", now)
+    files = {}
+    for name, data in [
+        ("ca.pem", ca.cert_pem),
+        ("server.pem", server.cert_pem),
+        ("server-key.pem", server.key_pem),
+        ("client.pem", client.cert_pem),
+        ("client-key.pem", client.key_pem),
+    ]:
+        files[name] = tmp_path / name
+        files[name].write_bytes(data)
+    server_tls = TlsFiles(
+        cert_file=str(files["server.pem"]),
+        key_file=str(files["server-key.pem"]),
+        ca_file=str(files["ca.pem"]),
+        verify=True,
+    )
+    client_tls = NatsCredentials(
+        tls_ca=str(files["ca.pem"]),
+        tls_cert=str(files["client.pem"]),
+        tls_key=str(files["client-key.pem"]),
+    )
+    layout = BusLayout(stream="TLS", subject_prefix="tls")
+    try:
+        bus = await start_secured_bus(
+            tmp_path, layout, server_tls=server_tls, client_tls=client_tls
+        )
+    except EmbeddedServerError as err:
+        unavailable("a nats-server with TLS", err)
+    try:
+        assert bus.url.startswith("tls://")
+        async with await bus.connect("scheduler") as scheduler:
+            seq = await scheduler.append(subjects.decisions(QUEUE, "tls"), encode_batch([]))
+            assert seq == 1
+        password = bus.credentials("scheduler").password
+        no_certificate = NatsCredentials(
+            user="scheduler", password=password, tls_ca=client_tls.tls_ca
+        )
+        for options in (
+            no_certificate.connect_options(),
+            {"user": "scheduler", "password": password},
+        ):
+            with pytest.raises((nats.errors.Error, OSError, ssl.SSLError)):
+                await nats.connect(
+                    bus.url.replace("tls://", "nats://"),
+                    max_reconnect_attempts=0,
+                    allow_reconnect=False,
+                    connect_timeout=2,
+                    **options,
+                )
+    finally:
+        await asyncio.to_thread(bus.server.stop)
