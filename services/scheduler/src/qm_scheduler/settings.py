@@ -24,6 +24,14 @@ class SchedulerSettings(BusSettings, frozen=True, kw_only=True):
     snapshot_every: int = 2000  # messages folded between snapshots
     queues: tuple[str, ...] = ()  # lead only these queues (empty: any)
 
+    def __post_init__(self) -> None:
+        if not 0 < 2 * self.lease_renew_seconds <= self.lease_ttl_seconds:
+            raise ValueError(
+                f"lease_renew_seconds ({self.lease_renew_seconds}) must be positive and at "
+                f"most half of lease_ttl_seconds ({self.lease_ttl_seconds}): a renewal "
+                "needs a second try before the lease lapses"
+            )
+
     @property
     def holder_name(self) -> str:
         """The lease holder name: unique per running process (see `quartermaster.bus.lease`)."""
