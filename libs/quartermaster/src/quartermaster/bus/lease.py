@@ -101,7 +101,13 @@ class KvLease:
 
     @classmethod
     async def open(
-        cls, log: JetStreamLog, bucket: str, *, max_ttl_s: float = 3600.0, replicas: int = 1
+        cls,
+        log: JetStreamLog,
+        bucket: str,
+        *,
+        max_ttl_s: float = 3600.0,
+        replicas: int = 1,
+        clock: Callable[[], float] = time.monotonic,
     ) -> KvLease:
         """Create the bucket (file storage, history 1, TTL `max_ttl_s`, `replicas`
         copies: 3 on a 3-node cluster, like the stream) or bind to it."""
@@ -119,7 +125,7 @@ class KvLease:
                 kv = await js.key_value(bucket)  # exists with another config: use it
         except NATS_FAILURES as err:
             raise bus_error(err, f"open lease bucket {bucket}") from err
-        return cls(log, kv, bucket, max_ttl_s)
+        return cls(log, kv, bucket, max_ttl_s, clock=clock)
 
     def held(self, key: str) -> bool:
         """Whether this instance may act as holder of `key` now (false once the TTL ran

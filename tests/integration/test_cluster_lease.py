@@ -1,0 +1,60 @@
+"""Leases judged on each contender's clock (a fake one here): held while renewed,
+taken over after a silence of one TTL, never before; the silent holder knows it."""
+
+from __future__ import annotations
+
+from quartermaster.bus import JetStreamLog, KvLease
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_renewed_lease_stays_and_a_silent_one_passes_after_one_ttl(
+    jetstream_log: JetStreamLog,
+) -> None:
+    bucket = f"LEASES_{jetstream_log.stream}"
+    holder_clock, standby_clock = Clock(), Clock()
+    holder = await KvLease.open(jetstream_log, bucket, max_ttl_s=60, clock=holder_clock)
+    standby = await KvLease.open(jetstream_log, bucket, max_ttl_s=60, clock=standby_clock)
+    try:
+        assert await holder.acquire("q", "a-1", ttl_s=5)
+        assert not await standby.acquire("q", "b-1", ttl_s=5)  # starts counting silence
+
+        for _ in range(3):  # renewed every 4 s: a standby never sees 5 s of silence
+            holder_clock.now += 4
+            standby_clock.now += 4
+            assert await holder.renew("q")
+            assert not await standby.acquire("q", "b-1", ttl_s=5)
+            assert holder.held("q")
+
+        standby_clock.now += 4.9  # the holder went silent; not yet one TTL
+        holder_clock.now += 4.9
+        assert not await standby.acquire("q", "b-1", ttl_s=5)
+        holder_clock.now += 0.2
+        assert not holder.held("q"), "a holder must stop leading once its TTL ran out"
+        standby_clock.now += 0.2
+        assert await standby.acquire("q", "b-1", ttl_s=5)
+
+        assert await standby.holder("q") == "b-1"
+        assert not await holder.renew("q")  # it cannot take the lease back by renewing
+        assert not await holder.acquire("q", "a-1", ttl_s=5)  # nor by asking again
+    finally:
+        await jetstream_log.js.delete_key_value(bucket)
+
+
+async def test_a_released_lease_is_taken_at_once(jetstream_log: JetStreamLog) -> None:
+    bucket = f"LEASES_{jetstream_log.stream}"
+    holder = await KvLease.open(jetstream_log, bucket, max_ttl_s=60, clock=Clock())
+    standby = await KvLease.open(jetstream_log, bucket, max_ttl_s=60, clock=Clock())
+    try:
+        assert await holder.acquire("q", "a-1", ttl_s=5)
+        assert not await standby.acquire("q", "b-1", ttl_s=5)
+        assert await holder.release("q")
+        assert await standby.acquire("q", "b-1", ttl_s=5)  # no silence to wait out
+    finally:
+        await jetstream_log.js.delete_key_value(bucket)
