@@ -41,7 +41,7 @@ from quartermaster.bus.access import NatsCredentials
 from quartermaster.core import JobStatus, State
 from quartermaster.embedded.errors import EmbeddedServerError
 from quartermaster.embedded.nats_auth import BusLayout, TlsFiles
-from quartermaster.eventlog import LogFollower, encode_batch, subjects
+from quartermaster.eventlog import LogFollower, encode_batch, process, subjects
 from quartermaster.testing.servers import SecuredBus, start_secured_bus, unavailable
 
 UNIT = "ml.g5.xlarge"
@@ -369,6 +369,28 @@ async def test_each_service_does_its_whole_role_as_its_own_user(
     assert audit.subjects_of(ev.HostRegistered) == {subjects.reports("h1", p)}
     complaints = [r.getMessage() for r in caplog.records if "violation" in r.getMessage().lower()]
     assert complaints == []
+
+
+async def test_a_service_started_on_its_own_logs_in_and_uses_the_stream_it_finds(
+    secured_bus: SecuredBus, tmp_path: Path
+) -> None:
+    """How deployed services start (`process.connect`, an agent's own connection):
+    with a user they must not create the stream, which the admin made already."""
+    bus, layout = secured_bus, secured_bus.layout
+    settings = WarmPoolSettings(
+        nats_url=bus.url,
+        stream=layout.stream,
+        subject_prefix=layout.subject_prefix,
+        nats_user="warmpool",
+        nats_password=bus.credentials("warmpool").password,
+    )
+    async with await process.connect(settings, "qm-warmpool") as event_log:
+        seq = await event_log.append(subjects.timers(layout.subject_prefix), encode_batch([]))
+    agent = NodeAgent(_node_settings(bus, tmp_path, "h2"))  # connects by itself
+    async with agent:
+        await until("h2 ready", lambda: agent.ready)
+    async with await bus.connect("auditor") as auditor:
+        assert await auditor.last_seq() > seq
 
 
 # ---- the fold ignores what arrives on the wrong subject -----------------------------

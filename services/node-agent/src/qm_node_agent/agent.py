@@ -35,6 +35,7 @@ from quartermaster import events as ev
 from quartermaster.bus import BusError, JetStreamLog
 from quartermaster.core import HostStatus, Job, State
 from quartermaster.eventlog import LogFollower
+from quartermaster.eventlog.process import manages_stream
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +118,7 @@ class NodeAgent:
                     connection_name=f"qm-node-agent-{self.host_id}",
                     credentials=self.settings.nats_credentials,
                     replicas=self.settings.stream_replicas,
+                    create_stream=manages_stream(self.settings.nats_credentials),
                 )
                 stack.push_async_callback(event_log.close)
             self.gpu_indexes = await self._detect_gpus()

@@ -10,7 +10,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from quartermaster.bus import JetStreamLog
-from quartermaster.bus.access import BusSettings
+from quartermaster.bus.access import BusSettings, NatsCredentials
 
 LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
 
@@ -32,14 +32,26 @@ async def serve(
 
 async def connect(bus: BusSettings, name: str) -> JetStreamLog:
     """The event log on the servers, user and stream that `bus` names."""
+    credentials = bus.nats_credentials()
     return await JetStreamLog.connect(
         bus.nats_url,
         bus.stream,
         bus.subject_prefix,
         connection_name=name,
-        credentials=bus.nats_credentials(),
+        credentials=credentials,
         replicas=bus.stream_replicas,
+        create_stream=manages_stream(credentials),
     )
+
+
+def manages_stream(credentials: NatsCredentials) -> bool:
+    """Whether a connection creates (or updates) the stream itself: only an anonymous one.
+
+    On a secured bus a service's own NATS user may not manage streams
+    (`embedded.nats_auth`); the admin user made the stream beforehand
+    (`eventlog.bootstrap`), so a service that logs in only checks that it exists.
+    """
+    return not (credentials.user or credentials.creds_file)
 
 
 def main(coro: Coroutine[Any, Any, None]) -> None:
