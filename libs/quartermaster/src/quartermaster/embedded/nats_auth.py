@@ -190,14 +190,11 @@ def service_users(password_of: Callable[[str], str], hosts: Iterable[str]) -> li
     ]
 
 
-def render_config(
+def server_config(
     users: Sequence[NatsUser], layout: BusLayout, *, tls: TlsFiles | None = None
-) -> str:
-    """nats-server configuration (JSON, which the config format accepts) for `users`.
-
-    Holds the passwords: write it with mode 0600. Listen address, port and store
-    dir stay on the command line (`EmbeddedNats`), so one config serves any port.
-    """
+) -> dict[str, object]:
+    """The `authorization` (and `tls`) blocks of a nats-server config, as data: a
+    deploy or cluster config can add its own blocks (`cluster`, `jetstream`) to it."""
     entries = []
     for user in users:
         entry: dict[str, object] = {"user": user.name, "password": user.password}
@@ -216,4 +213,15 @@ def render_config(
         if tls.verify:
             block["verify"] = True
         config["tls"] = block
-    return json.dumps(config, indent=2) + "\n"
+    return config
+
+
+def render_config(
+    users: Sequence[NatsUser], layout: BusLayout, *, tls: TlsFiles | None = None
+) -> str:
+    """nats-server configuration text (JSON, which the config format accepts).
+
+    Holds the passwords: write it with mode 0600. Listen address, port and store
+    dir stay on the command line (`EmbeddedNats`), so one config serves any port.
+    """
+    return json.dumps(server_config(users, layout, tls=tls), indent=2) + "\n"
