@@ -104,11 +104,15 @@ def refusal(event: Event, subject: str, prefix: str) -> str | None:
 
     A report names its host (`host_id` or `host`); it must be the subject's host.
     """
+    return refusal_on(event, subject, family_of(subject, prefix))
+
+
+def refusal_on(event: Event, subject: str, found: tuple[Family, str] | None) -> str | None:
+    """`refusal` with the subject already parsed (`family_of`): once per message."""
     tag = tag_of(event)
     allowed = FAMILIES.get(tag)
     if allowed is None:
         return f"{tag} has no subject family"
-    found = family_of(subject, prefix)
     if found is None or found[0] not in allowed:
         families = ", ".join(sorted(allowed))
         return f"{tag} belongs on {families}, not on {subject}"

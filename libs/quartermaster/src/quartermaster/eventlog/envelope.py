@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from quartermaster.core.provenance import refusal
+from quartermaster.core.provenance import family_of, refusal_on
 from quartermaster.events import AnyEvent, Event, tag_of
 
 log = logging.getLogger(__name__)
@@ -41,9 +41,10 @@ def admitted(seq: int, subject: str, data: bytes, prefix: str) -> list[AnyEvent]
     except msgspec.DecodeError:  # ValidationError is one too
         log.exception("undecodable message seq=%d subject=%s skipped", seq, subject)
         return []
+    found = family_of(subject, prefix)
     kept: list[AnyEvent] = []
     for event in events:
-        reason = refusal(event, subject, prefix)
+        reason = refusal_on(event, subject, found)
         if reason is None:
             kept.append(event)
         else:
