@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from quartermaster.bus import JetStreamLog, KvLease
+from quartermaster.bus.consumer import ConsumedMessage, DurableConsumer
 from quartermaster.bus.errors import BusError, TransientBusError
 from quartermaster.bus.jetstream import MSG_ID, LogEntry
 from quartermaster.embedded.errors import EmbeddedServerError
@@ -153,3 +154,46 @@ async def test_lease_bucket_has_the_streams_replicas(clustered_log: JetStreamLog
     assert info.config.num_replicas == 3
     assert await leases.acquire("q", "replica-a", ttl_s=5)
     assert await leases.holder("q") == "replica-a"
+
+
+async def test_a_durable_consumer_delivers_everything_across_a_leader_kill(
+    cluster: NatsCluster, clustered_log: JetStreamLog
+) -> None:
+    log = clustered_log
+    for i in range(200):
+        await _append_until_acked(log, i, None)
+    consumer = DurableConsumer(log, "cl-worker", "cl.plain", ack_wait_s=2.0)
+    acked: set[int] = set()
+    redelivered_after_ack: list[int] = []
+
+    async def drain(limit: int) -> None:
+        while len(acked) < limit:
+            try:
+                batch = await consumer.fetch(25, timeout=1.0)
+            except TransientBusError:
+                await asyncio.sleep(0.2)
+                continue
+            for msg in batch:
+                if msg.seq in acked:
+                    redelivered_after_ack.append(msg.seq)
+                    await _settle(msg)
+                    continue
+                if await _settle(msg):
+                    acked.add(msg.seq)
+
+    await drain(100)
+    cluster.kill(cluster.index_of(await _leader_of(log, "CL")))
+    await asyncio.wait_for(drain(200), timeout=60)
+
+    assert len(acked) == 200  # every message delivered and acknowledged
+    assert not redelivered_after_ack, "a message acknowledged (ack_sync) came back"
+    await consumer.close()
+
+
+async def _settle(msg: ConsumedMessage) -> bool:
+    """ack_sync; False when the ack's answer was lost (the message may come again)."""
+    try:
+        await msg.ack_sync(timeout_s=2.0)
+    except TransientBusError:
+        return False
+    return True
