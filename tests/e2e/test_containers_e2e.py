@@ -58,6 +58,18 @@ def refused(client: Quartermaster) -> grpc.StatusCode:
     return caught.value.code
 
 
+async def nats_lets_in_anonymous(urls: str) -> bool:
+    import nats
+
+    try:
+        nc = await nats.connect(urls.split(","), allow_reconnect=False)
+    except nats.errors.Error as err:
+        assert "Authorization Violation" in str(err)
+        return False
+    await nc.close()
+    return True
+
+
 async def stream_replicas(urls: str) -> int:
     import nats
 
@@ -77,9 +89,9 @@ def test_seed_scenario_on_a_secured_stack_of_containers() -> None:
         ca = stack.credentials_dir / "ca.pem"
         forged = Quartermaster(stack.address, 5, token="forged", ca_file=ca)
         assert refused(forged) is grpc.StatusCode.UNAUTHENTICATED
-        assert (
-            refused(Quartermaster(stack.address, 5, insecure=True)) is grpc.StatusCode.UNAVAILABLE
-        )
+        plaintext = Quartermaster(stack.address, 5, insecure=True)
+        assert refused(plaintext) is grpc.StatusCode.UNAVAILABLE
+        assert not asyncio.run(nats_lets_in_anonymous(stack.nats_url))
         try:
             play_seed_scenario(stack.client)
         except AssertionError:
@@ -93,6 +105,7 @@ def test_seed_scenario_on_a_nats_cluster_insecure() -> None:
     stack = QuartermasterStack(cluster=True, secure=False)
     with stack:
         assert stack.credentials_dir is None
+        assert asyncio.run(nats_lets_in_anonymous(stack.nats_url))
         assert len(stack.nats_url.split(",")) == 3
         play_seed_scenario(stack.client)
         assert asyncio.run(stream_replicas(stack.nats_url)) == 3

@@ -39,12 +39,21 @@ from testcontainers.core.docker_client import DockerClient
 
 from quartermaster.auth.local import LocalCredentials
 from quartermaster.client import Quartermaster, QuartermasterError
+from quartermaster.embedded.nats_auth import (
+    BusLayout,
+    Role,
+    render_config,
+    service_users,
+    user_name,
+)
+from quartermaster.embedded.nats_credentials import SERVER_CONFIG, NatsPasswords
 
 log = logging.getLogger("qm.testing.containers")
 
 STACK_LABEL = "org.quartermaster.testing.stack"  # on every container: which stack started it
 JOB_LABEL = "org.quartermaster.job-id"  # on the job containers of the docker runtime
 MOUNTED_CREDENTIALS = "/etc/quartermaster/credentials"  # admission's view of its TLS/token files
+MOUNTED_NATS_USERS = "/etc/nats/users"  # the nats-server config with every user, mounted
 NODE_DATA_DIR = "/var/lib/quartermaster"  # the node-agent image's data dir
 DOCKER_SOCKET = "/var/run/docker.sock"
 RUNTIMES = ("process", "docker")
@@ -52,6 +61,17 @@ PARTS = ("nats", "postgres", "admission", "scheduler", "warmpool", "node-agent")
 # The log-driven services restart when they exit with an error, as under compose or
 # Kubernetes: one that loses a race at the cluster's first minute comes back.
 RESTART_ON_FAILURE = {"Name": "on-failure", "MaximumRetryCount": 5}
+# Run with the admission image's Python: the admin user makes the stream and the scheduler's
+# buckets before any service connects (on a bus with users no service may).
+BOOTSTRAP_SCRIPT = """
+import asyncio, os
+from quartermaster.bus.access import NatsCredentials
+from quartermaster.embedded.nats_auth import BusLayout
+from quartermaster.eventlog.bootstrap import bootstrap
+admin = NatsCredentials(user=os.environ["QM_NATS_USER"], password=os.environ["QM_NATS_PASSWORD"])
+url, replicas = os.environ["QM_NATS_URL"], int(os.environ["QM_STREAM_REPLICAS"])
+asyncio.run(bootstrap(url, BusLayout(), admin, replicas=replicas))
+"""
 
 
 class StackStartError(RuntimeError):
@@ -127,6 +147,7 @@ class QuartermasterStack:
         self,
         *,
         secure: bool = True,
+        nats_users: bool | None = None,
         cluster: bool = False,
         nodes: int = 3,
         schedulers: int = 2,
@@ -150,6 +171,7 @@ class QuartermasterStack:
         if nodes < 1 or schedulers < 1:
             raise ValueError("nodes and schedulers: at least 1 each")
         self.secure = secure
+        self.nats_users = secure if nats_users is None else nats_users
         self.cluster = cluster
         self.schedulers = schedulers
         self.instance_type = instance_type
@@ -171,6 +193,7 @@ class QuartermasterStack:
         self.postgres_url = ""
         self.credentials_dir: Path | None = None
         self._client: Quartermaster | None = None
+        self._nats_passwords: NatsPasswords | None = None
         self._workdir: Path | None = None
         self._deadline = 0.0
 
@@ -260,6 +283,7 @@ class QuartermasterStack:
         volumes: Sequence[tuple[str, str, str]] = (),
         group_add: Sequence[str] = (),
         restart: bool = False,
+        entrypoint: str | None = None,
     ) -> DockerContainer:
         container = DockerContainer(
             self._image(part),
@@ -276,6 +300,7 @@ class QuartermasterStack:
             labels={STACK_LABEL: self.stack_id},
             group_add=list(group_add) or None,
             restart_policy=RESTART_ON_FAILURE if restart else None,
+            entrypoint=entrypoint,
         )
         self.containers[name] = container  # before start: a half-started one is removed too
         container.start()
@@ -307,9 +332,15 @@ class QuartermasterStack:
     def _wait_log(self, name: str, text: str) -> None:
         self._wait(name, f"logged {text!r}", lambda: text in _logs(self.containers[name], 500))
 
-    def _bus_env(self, prefix: str) -> dict[str, str]:
+    def _bus_env(self, prefix: str, role: Role, host: str | None = None) -> dict[str, str]:
+        """Where the log is and, on a bus with users, who this part is there."""
         replicas = "3" if self.cluster else "1"
-        return {f"{prefix}NATS_URL": self.nats_url, f"{prefix}STREAM_REPLICAS": replicas}
+        env = {f"{prefix}NATS_URL": self.nats_url, f"{prefix}STREAM_REPLICAS": replicas}
+        if self._nats_passwords is not None:
+            user = user_name(role, host)
+            env[f"{prefix}NATS_USER"] = user
+            env[f"{prefix}NATS_PASSWORD"] = self._nats_passwords.password(user)
+        return env
 
     def _start_nats(self) -> None:
         """One node, or three routed as one JetStream cluster; ready once /healthz says so
@@ -322,6 +353,7 @@ class QuartermasterStack:
             ports[2 * size :],
         )
         routes = ",".join(f"nats://127.0.0.1:{p}" for p in route_ports)
+        users, volumes, group_add = self._nats_user_config()
         for i in range(size):
             command = [
                 "--jetstream",
@@ -339,11 +371,41 @@ class QuartermasterStack:
             if self.cluster:
                 command += ["--cluster_name", self.stack_id, "--routes", routes]
                 command += ["--cluster", f"nats://127.0.0.1:{route_ports[i]}"]
-            self._run(f"nats-{i + 1}", "nats", {}, command)
+            self._run(f"nats-{i + 1}", "nats", {}, users + command, volumes, group_add)
         self.nats_url = ",".join(f"nats://127.0.0.1:{p}" for p in client_ports)
         for i, port in enumerate(http_ports):
             url = f"http://127.0.0.1:{port}/healthz"
             self._wait(f"nats-{i + 1}", "healthy", lambda url=url: _http_ok(url))  # type: ignore[misc]
+        if self._nats_passwords is not None:
+            self._bootstrap_bus()
+
+    def _nats_user_config(self) -> tuple[list[str], list[tuple[str, str, str]], list[str]]:
+        """With NATS users: one per service and per host (`embedded.nats_auth`), in a
+        server config mounted into each node; the arguments, volumes and groups for it."""
+        if not self.nats_users:
+            return [], [], []
+        assert self._workdir is not None
+        self._nats_passwords = NatsPasswords(self._workdir / "nats-passwords")
+        users = service_users(self._nats_passwords.password, self.host_ids)
+        config = self._nats_passwords.write_server_config(render_config(users, BusLayout()))
+        mounted, group_add = self._hand_over("nats", self._workdir / "nats-config", [config])
+        volume = (str(mounted), MOUNTED_NATS_USERS, "ro")
+        return ["-c", f"{MOUNTED_NATS_USERS}/{SERVER_CONFIG}"], [volume], group_add
+
+    def _bootstrap_bus(self) -> None:
+        """The admin user makes the stream and buckets (a one-shot admission container)."""
+        container = self._run(
+            "bus-bootstrap",
+            "admission",
+            self._bus_env("QM_", Role.ADMIN),
+            command=["-c", BOOTSTRAP_SCRIPT],
+            entrypoint="/opt/qm/bin/python",
+        )
+        remaining = max(1.0, self._deadline - time.monotonic())
+        exit_code = int(container.get_wrapped_container().wait(timeout=remaining)["StatusCode"])
+        if exit_code != 0:
+            raise StackStartError(f"bus bootstrap exited ({exit_code}):\n{_logs(container)}")
+        self.containers.pop("bus-bootstrap").stop()
 
     def _start_postgres(self) -> None:
         password = secrets.token_hex(16)
@@ -361,7 +423,7 @@ class QuartermasterStack:
     def _start_admission(self) -> None:
         port = free_ports(1)[0]
         env = {
-            **self._bus_env("QM_ADMISSION_"),
+            **self._bus_env("QM_ADMISSION_", Role.ADMISSION),
             "QM_ADMISSION_POSTGRES_URL": self.postgres_url,
             "QM_ADMISSION_GRPC_HOST": "127.0.0.1",
             "QM_ADMISSION_GRPC_PORT": str(port),
@@ -385,28 +447,34 @@ class QuartermasterStack:
         self._wait_log("admission", "admission serving")
 
     def _admission_credentials(self) -> tuple[Path, list[str]]:
-        """Make the local CA, server certificate and token keys; copy what admission needs
-        into a dir of its own that the image's non-root user can read. As root the copies
-        are chowned to that user; otherwise they are group-readable and the container
-        joins this process's group."""
+        """Make the local CA, server certificate and token keys; hand admission a copy of
+        what it needs."""
         assert self._workdir is not None
         creds = LocalCredentials.ensure(self._workdir / "credentials", dt.datetime.now(dt.UTC))
         self.credentials_dir = creds.directory
-        mounted = self._workdir / "admission-credentials"
-        mounted.mkdir()
         files = (creds.verify_key, creds.server_cert, creds.server_key, creds.ca)
-        for source in files:
-            shutil.copyfile(source, mounted / source.name)
+        return self._hand_over("admission", self._workdir / "admission-credentials", files)
+
+    def _hand_over(
+        self, part: str, directory: Path, files: Sequence[Path]
+    ) -> tuple[Path, list[str]]:
+        """Copy `files` into a new `directory` that the image's non-root user can read, and
+        the groups its container must join. As root the copies are chowned to that user;
+        otherwise they are group-readable and the container joins this process's group."""
+        directory.mkdir()
+        copies = [directory / source.name for source in files]
+        for source, copy in zip(files, copies, strict=True):
+            shutil.copyfile(source, copy)
         if os.geteuid() == 0:
-            uid, gid = _numeric_user(self._image_user("admission"), self._image("admission"))
-            for path in (mounted, *(mounted / f.name for f in files)):
+            uid, gid = _numeric_user(self._image_user(part), self._image(part))
+            for path in (directory, *copies):
                 os.chown(path, uid, gid)
                 path.chmod(0o700 if path.is_dir() else 0o400)
-            return mounted, []
-        mounted.chmod(0o750)
-        for source in files:
-            (mounted / source.name).chmod(0o640)
-        return mounted, [str(os.getgid())]
+            return directory, []
+        directory.chmod(0o750)
+        for copy in copies:
+            copy.chmod(0o640)
+        return directory, [str(os.getgid())]
 
     def _image_user(self, part: str) -> str:
         attrs: dict[str, Any] = DockerClient().client.images.get(self._image(part)).attrs
@@ -417,10 +485,16 @@ class QuartermasterStack:
         exists: admission made it); each is waited for once all are started."""
         probes: list[tuple[str, str]] = []
         for i in range(1, self.schedulers + 1):
-            env = {**self._bus_env("QM_SCHEDULER_"), "QM_SCHEDULER_INSTANCE_ID": f"scheduler-{i}"}
+            env = {
+                **self._bus_env("QM_SCHEDULER_", Role.SCHEDULER),
+                "QM_SCHEDULER_INSTANCE_ID": f"scheduler-{i}",
+            }
             self._run(f"scheduler-{i}", "scheduler", env, restart=True)
             probes.append((f"scheduler-{i}", "QM_SCHEDULER_NATS_URL"))
-        env = {**self._bus_env("QM_WARMPOOL_"), "QM_WARMPOOL_TICK_SECONDS": str(self.tick_seconds)}
+        env = {
+            **self._bus_env("QM_WARMPOOL_", Role.WARMPOOL),
+            "QM_WARMPOOL_TICK_SECONDS": str(self.tick_seconds),
+        }
         self._run("warmpool", "warmpool", env, restart=True)
         probes.append(("warmpool", "QM_WARMPOOL_NATS_URL"))
         for host in self.host_ids:
@@ -433,7 +507,7 @@ class QuartermasterStack:
 
     def _start_agent(self, host: str) -> None:
         env = {
-            **self._bus_env("QM_NODE_"),
+            **self._bus_env("QM_NODE_", Role.NODE, host),
             "QM_NODE_HOST_ID": host,
             "QM_NODE_INSTANCE_TYPE": self.instance_type,
             "QM_NODE_GPU_COUNT": str(self.gpus_per_node),
