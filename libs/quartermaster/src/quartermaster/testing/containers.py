@@ -2,8 +2,12 @@
 
     from quartermaster.testing.containers import QuartermasterStack
 
-    with QuartermasterStack() as stack:  # TLS gRPC and bearer tokens; secure=False: plaintext
+    with QuartermasterStack() as stack:
         stack.client.create_service_environment("env", {"ml.g5.xlarge": 3})
+
+Secure by default, like `qm up`: TLS gRPC with bearer tokens (a local CA and admin token
+in a temp dir) and one NATS user per service and host; `secure=False`: plaintext, an
+anonymous bus.
 
 One context manager starts NATS (one node, or a 3-node JetStream cluster), Postgres,
 admission, two schedulers, the warm-pool service and N node agents from the images that
@@ -20,22 +24,18 @@ its own containers. See docs/testcontainers.md.
 from __future__ import annotations
 
 import datetime as dt
-import logging
+import functools
 import os
 import secrets
 import shutil
-import socket
 import tempfile
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from testcontainers.core.container import DockerContainer
-from testcontainers.core.docker_client import DockerClient
 
 from quartermaster.auth.local import LocalCredentials
 from quartermaster.client import Quartermaster, QuartermasterError
@@ -47,10 +47,20 @@ from quartermaster.embedded.nats_auth import (
     user_name,
 )
 from quartermaster.embedded.nats_credentials import SERVER_CONFIG, NatsPasswords
+from quartermaster.testing import container_parts
+from quartermaster.testing.container_parts import (
+    STACK_LABEL,
+    StackContainers,
+    StackStartError,
+    Volume,
+    free_ports,
+    http_ok,
+    log,
+    remove_job_containers,
+)
 
-log = logging.getLogger("qm.testing.containers")
+__all__ = ["STACK_LABEL", "QuartermasterStack", "StackStartError", "missing_images"]
 
-STACK_LABEL = "org.quartermaster.testing.stack"  # on every container: which stack started it
 JOB_LABEL = "org.quartermaster.job-id"  # on the job containers of the docker runtime
 MOUNTED_CREDENTIALS = "/etc/quartermaster/credentials"  # admission's view of its TLS/token files
 MOUNTED_NATS_USERS = "/etc/nats/users"  # the nats-server config with every user, mounted
@@ -58,9 +68,6 @@ NODE_DATA_DIR = "/var/lib/quartermaster"  # the node-agent image's data dir
 DOCKER_SOCKET = "/var/run/docker.sock"
 RUNTIMES = ("process", "docker")
 PARTS = ("nats", "postgres", "admission", "scheduler", "warmpool", "node-agent")
-# The log-driven services restart when they exit with an error, as under compose or
-# Kubernetes: one that loses a race at the cluster's first minute comes back.
-RESTART_ON_FAILURE = {"Name": "on-failure", "MaximumRetryCount": 5}
 # Run with the admission image's Python: the admin user makes the stream and the scheduler's
 # buckets before any service connects (on a bus with users no service may).
 BOOTSTRAP_SCRIPT = """
@@ -74,62 +81,10 @@ asyncio.run(bootstrap(url, BusLayout(), admin, replicas=replicas))
 """
 
 
-class StackStartError(RuntimeError):
-    """A part of the stack did not come up; the message carries the tail of its log."""
-
-
-def free_ports(count: int) -> list[int]:
-    """`count` distinct free TCP ports on 127.0.0.1 (held open together, then released)."""
-    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as reply:
-            return int(reply.status) == 200
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-def _logs(container: DockerContainer, tail: int = 40) -> str:
-    wrapped = container.get_wrapped_container()
-    if wrapped is None:
-        return ""
-    try:
-        return str(wrapped.logs(tail=tail).decode(errors="replace"))
-    except Exception as err:  # the engine's error, whatever the SDK raises
-        return f"(no logs: {err})"
-
-
-def _numeric_user(user: str, image: str) -> tuple[int, int]:
-    """uid and gid of an image's `USER uid[:gid]` (names cannot be resolved from outside)."""
-    uid, _, gid = (user or "0").partition(":")
-    if not uid.isdigit() or not (gid or uid).isdigit():
-        raise StackStartError(f"{image} runs as user {user!r}: give it a numeric uid:gid")
-    return int(uid), int(gid or uid)
-
-
 def missing_images(image_prefix: str = "quartermaster/", image_tag: str = "local") -> list[str]:
     """The stack's images that the engine lacks (all of them when no engine answers):
     what a suite checks to skip with a reason instead of failing."""
-    try:
-        images = DockerClient().client.images
-    except Exception:  # docker.errors.DockerException: no engine here
-        return [f"{image_prefix}{part}:{image_tag}" for part in PARTS]
-    missing = []
-    for part in PARTS:
-        try:
-            images.get(f"{image_prefix}{part}:{image_tag}")
-        except Exception:  # docker.errors.ImageNotFound, or the engine went away
-            missing.append(f"{image_prefix}{part}:{image_tag}")
-    return missing
+    return container_parts.missing_images([f"{image_prefix}{p}:{image_tag}" for p in PARTS])
 
 
 class QuartermasterStack:
@@ -187,7 +142,7 @@ class QuartermasterStack:
         self.extra_env = {part: dict(env) for part, env in (extra_env or {}).items()}
         self.stack_id = f"qm-{secrets.token_hex(4)}"
         self.host_ids = [f"node-{i}" for i in range(1, nodes + 1)]
-        self.containers: dict[str, DockerContainer] = {}
+        self._parts = StackContainers(self.stack_id, startup_timeout_s)
         self.address = ""
         self.nats_url = ""
         self.postgres_url = ""
@@ -195,7 +150,6 @@ class QuartermasterStack:
         self._client: Quartermaster | None = None
         self._nats_passwords: NatsPasswords | None = None
         self._workdir: Path | None = None
-        self._deadline = 0.0
 
     # ---- lifecycle ----------------------------------------------------------
     def __enter__(self) -> QuartermasterStack:
@@ -210,6 +164,11 @@ class QuartermasterStack:
         self.stop()
 
     @property
+    def containers(self) -> dict[str, DockerContainer]:
+        """Part name (`admission`, `scheduler-1`, `node-2`, ...) -> its container."""
+        return self._parts.by_name
+
+    @property
     def client(self) -> Quartermaster:
         if self._client is None:
             raise RuntimeError("the stack is not started")
@@ -217,7 +176,7 @@ class QuartermasterStack:
 
     def start(self) -> QuartermasterStack:
         """Start every part in dependency order; on any failure remove what started, re-raise."""
-        self._deadline = time.monotonic() + self.startup_timeout_s
+        self._parts.deadline = time.monotonic() + self.startup_timeout_s
         try:
             self._check_images()
             self._workdir = Path(tempfile.mkdtemp(prefix=f"{self.stack_id}-"))
@@ -238,29 +197,20 @@ class QuartermasterStack:
         if self._client is not None:
             self._client.close()
             self._client = None
-        for name in reversed(list(self.containers)):
-            container = self.containers.pop(name)
-            try:
-                container.stop()
-            except Exception as err:  # keep removing the others, whatever the engine said
-                log.warning("stack %s: cannot remove %s: %s", self.stack_id, name, err)
+        self._parts.remove_all()
         if self._workdir is not None:
-            self._remove_job_containers(self._workdir)
+            if self.runtime == "docker":
+                remove_job_containers(JOB_LABEL, self._workdir, self.stack_id)
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
 
     def restarts(self) -> dict[str, int]:
         """How often each container was restarted after exiting with an error."""
-        counts = {}
-        for name, container in self.containers.items():
-            wrapped = container.get_wrapped_container()
-            wrapped.reload()
-            counts[name] = int(wrapped.attrs.get("RestartCount", 0))
-        return counts
+        return self._parts.restarts()
 
     def logs(self, name: str, tail: int = 200) -> str:
         """The last `tail` lines of part `name` (`admission`, `scheduler-1`, `node-2`, ...)."""
-        return _logs(self.containers[name], tail)
+        return self._parts.logs(name, tail)
 
     # ---- parts --------------------------------------------------------------
     def _image(self, part: str) -> str:
@@ -274,63 +224,10 @@ class QuartermasterStack:
                 "them with deploy/images/build-images.sh; nothing is pulled)"
             )
 
-    def _run(
-        self,
-        name: str,
-        part: str,
-        env: dict[str, str],
-        command: list[str] | None = None,
-        volumes: Sequence[tuple[str, str, str]] = (),
-        group_add: Sequence[str] = (),
-        restart: bool = False,
-        entrypoint: str | None = None,
-    ) -> DockerContainer:
-        container = DockerContainer(
-            self._image(part),
-            env={**env, **self.extra_env.get(part, {})},
-            name=f"{self.stack_id}-{name}",
-        )
-        if command is not None:
-            container.with_command(command)
-        for host_path, container_path, mode in volumes:
-            container.with_volume_mapping(host_path, container_path, mode)
-        container.with_kwargs(
-            network_mode="host",
-            network=None,  # testcontainers would attach its own network inside a container
-            labels={STACK_LABEL: self.stack_id},
-            group_add=list(group_add) or None,
-            restart_policy=RESTART_ON_FAILURE if restart else None,
-            entrypoint=entrypoint,
-        )
-        self.containers[name] = container  # before start: a half-started one is removed too
-        container.start()
-        return container
-
-    def _wait(self, name: str, what: str, ready: Callable[[], bool]) -> None:
-        """Poll `ready` until true; fail at once if the container exits, or at the deadline."""
-        container = self.containers[name]
-        while not ready():
-            wrapped = container.get_wrapped_container()
-            wrapped.reload()
-            if wrapped.status not in ("created", "running", "restarting"):
-                raise StackStartError(
-                    f"{name} exited ({wrapped.attrs['State'].get('ExitCode')}) before {what}:"
-                    f"\n{_logs(container)}"
-                )
-            if time.monotonic() > self._deadline:
-                raise StackStartError(
-                    f"{name}: not {what} within {self.startup_timeout_s:.0f} s:\n{_logs(container)}"
-                )
-            time.sleep(0.2)
-
-    def _exec_ok(self, name: str, command: list[str]) -> bool:
-        try:
-            return self.containers[name].exec(command).exit_code == 0
-        except Exception:  # docker.errors.APIError: the container is restarting
-            return False
-
-    def _wait_log(self, name: str, text: str) -> None:
-        self._wait(name, f"logged {text!r}", lambda: text in _logs(self.containers[name], 500))
+    def _run(self, name: str, part: str, env: dict[str, str], **options: Any) -> None:
+        """Start part `name` from the image of `part`, with `extra_env` of `part` on top."""
+        env = {**env, **self.extra_env.get(part, {})}
+        self._parts.run(name, self._image(part), env, **options)
 
     def _bus_env(self, prefix: str, role: Role, host: str | None = None) -> dict[str, str]:
         """Where the log is and, on a bus with users, who this part is there."""
@@ -371,15 +268,22 @@ class QuartermasterStack:
             if self.cluster:
                 command += ["--cluster_name", self.stack_id, "--routes", routes]
                 command += ["--cluster", f"nats://127.0.0.1:{route_ports[i]}"]
-            self._run(f"nats-{i + 1}", "nats", {}, users + command, volumes, group_add)
+            self._run(
+                f"nats-{i + 1}",
+                "nats",
+                {},
+                command=users + command,
+                volumes=volumes,
+                group_add=group_add,
+            )
         self.nats_url = ",".join(f"nats://127.0.0.1:{p}" for p in client_ports)
         for i, port in enumerate(http_ports):
-            url = f"http://127.0.0.1:{port}/healthz"
-            self._wait(f"nats-{i + 1}", "healthy", lambda url=url: _http_ok(url))  # type: ignore[misc]
+            healthy = functools.partial(http_ok, f"http://127.0.0.1:{port}/healthz")
+            self._parts.wait(f"nats-{i + 1}", "healthy", healthy)
         if self._nats_passwords is not None:
             self._bootstrap_bus()
 
-    def _nats_user_config(self) -> tuple[list[str], list[tuple[str, str, str]], list[str]]:
+    def _nats_user_config(self) -> tuple[list[str], list[Volume], list[str]]:
         """With NATS users: one per service and per host (`embedded.nats_auth`), in a
         server config mounted into each node; the arguments, volumes and groups for it."""
         if not self.nats_users:
@@ -388,24 +292,20 @@ class QuartermasterStack:
         self._nats_passwords = NatsPasswords(self._workdir / "nats-passwords")
         users = service_users(self._nats_passwords.password, self.host_ids)
         config = self._nats_passwords.write_server_config(render_config(users, BusLayout()))
-        mounted, group_add = self._hand_over("nats", self._workdir / "nats-config", [config])
+        mounted = self._workdir / "nats-config"
+        group_add = self._parts.hand_over(self._image("nats"), mounted, [config])
         volume = (str(mounted), MOUNTED_NATS_USERS, "ro")
         return ["-c", f"{MOUNTED_NATS_USERS}/{SERVER_CONFIG}"], [volume], group_add
 
     def _bootstrap_bus(self) -> None:
         """The admin user makes the stream and buckets (a one-shot admission container)."""
-        container = self._run(
+        self._parts.run_once(
             "bus-bootstrap",
-            "admission",
+            self._image("admission"),
             self._bus_env("QM_", Role.ADMIN),
             command=["-c", BOOTSTRAP_SCRIPT],
             entrypoint="/opt/qm/bin/python",
         )
-        remaining = max(1.0, self._deadline - time.monotonic())
-        exit_code = int(container.get_wrapped_container().wait(timeout=remaining)["StatusCode"])
-        if exit_code != 0:
-            raise StackStartError(f"bus bootstrap exited ({exit_code}):\n{_logs(container)}")
-        self.containers.pop("bus-bootstrap").stop()
 
     def _start_postgres(self) -> None:
         password = secrets.token_hex(16)
@@ -418,7 +318,7 @@ class QuartermasterStack:
         }
         self._run("postgres", "postgres", env)
         self.postgres_url = f"postgresql://postgres:{password}@127.0.0.1:{port}/quartermaster"
-        self._wait_log("postgres", "database system is ready to accept connections")
+        self._parts.wait_log("postgres", "database system is ready to accept connections")
 
     def _start_admission(self) -> None:
         port = free_ports(1)[0]
@@ -429,7 +329,7 @@ class QuartermasterStack:
             "QM_ADMISSION_GRPC_PORT": str(port),
             "QM_ADMISSION_SHUTDOWN_GRACE_SECONDS": "1",
         }
-        volumes: list[tuple[str, str, str]] = []
+        volumes: list[Volume] = []
         group_add: list[str] = []
         if self.secure:
             mounted, group_add = self._admission_credentials()
@@ -444,41 +344,17 @@ class QuartermasterStack:
             env["QM_ADMISSION_INSECURE"] = "true"
         self._run("admission", "admission", env, volumes=volumes, group_add=group_add)
         self.address = f"127.0.0.1:{port}"
-        self._wait_log("admission", "admission serving")
+        self._parts.wait_log("admission", "admission serving")
 
     def _admission_credentials(self) -> tuple[Path, list[str]]:
         """Make the local CA, server certificate and token keys; hand admission a copy of
-        what it needs."""
+        what it needs (and the groups its container joins to read it)."""
         assert self._workdir is not None
         creds = LocalCredentials.ensure(self._workdir / "credentials", dt.datetime.now(dt.UTC))
         self.credentials_dir = creds.directory
         files = (creds.verify_key, creds.server_cert, creds.server_key, creds.ca)
-        return self._hand_over("admission", self._workdir / "admission-credentials", files)
-
-    def _hand_over(
-        self, part: str, directory: Path, files: Sequence[Path]
-    ) -> tuple[Path, list[str]]:
-        """Copy `files` into a new `directory` that the image's non-root user can read, and
-        the groups its container must join. As root the copies are chowned to that user;
-        otherwise they are group-readable and the container joins this process's group."""
-        directory.mkdir()
-        copies = [directory / source.name for source in files]
-        for source, copy in zip(files, copies, strict=True):
-            shutil.copyfile(source, copy)
-        if os.geteuid() == 0:
-            uid, gid = _numeric_user(self._image_user(part), self._image(part))
-            for path in (directory, *copies):
-                os.chown(path, uid, gid)
-                path.chmod(0o700 if path.is_dir() else 0o400)
-            return directory, []
-        directory.chmod(0o750)
-        for copy in copies:
-            copy.chmod(0o640)
-        return directory, [str(os.getgid())]
-
-    def _image_user(self, part: str) -> str:
-        attrs: dict[str, Any] = DockerClient().client.images.get(self._image(part)).attrs
-        return str(attrs.get("Config", {}).get("User") or "")
+        mounted = self._workdir / "admission-credentials"
+        return mounted, self._parts.hand_over(self._image("admission"), mounted, files)
 
     def _start_log_services(self) -> None:
         """Schedulers, the warm-pool service and the agents start together (the stream
@@ -500,10 +376,10 @@ class QuartermasterStack:
         for host in self.host_ids:
             self._start_agent(host)
         for name, variable in probes:
-            probe = ["qm-probe", "nats", variable]
-            self._wait(name, "connected to NATS", lambda n=name, p=probe: self._exec_ok(n, p))  # type: ignore[misc]
+            probe = functools.partial(self._parts.exec_ok, name, ["qm-probe", "nats", variable])
+            self._parts.wait(name, "connected to NATS", probe)
         for host in self.host_ids:
-            self._wait_log(host, f"host={host} ready")
+            self._parts.wait_log(host, f"host={host} ready")
 
     def _start_agent(self, host: str) -> None:
         env = {
@@ -516,7 +392,7 @@ class QuartermasterStack:
             "QM_NODE_HEARTBEAT_SECONDS": str(self.heartbeat_seconds),
             "QM_NODE_STOP_GRACE_SECONDS": str(self.stop_grace_seconds),
         }
-        volumes: list[tuple[str, str, str]] = []
+        volumes: list[Volume] = []
         group_add: list[str] = []
         if self.runtime == "docker":
             # Job caches are bind-mounted by path, so the data dir has the same path inside.
@@ -548,17 +424,4 @@ class QuartermasterStack:
             healthy = {n.host_id for n in nodes if n.state == pb.NODE_STATE_HEALTHY}
             return healthy >= set(self.host_ids)
 
-        self._wait("admission", "listing every node healthy", all_healthy)
-
-    def _remove_job_containers(self, workdir: Path) -> None:
-        """Job containers of the docker runtime: those that mount a dir of this stack."""
-        if self.runtime != "docker":
-            return
-        try:
-            engine = DockerClient().client
-            for job in engine.containers.list(all=True, filters={"label": JOB_LABEL}):
-                sources = [m.get("Source", "") for m in job.attrs.get("Mounts", [])]
-                if any(s.startswith(str(workdir)) for s in sources):
-                    job.remove(force=True)
-        except Exception as err:  # cleanup goes on; the engine's error is only reported
-            log.warning("stack %s: cannot remove job containers: %s", self.stack_id, err)
+        self._parts.wait("admission", "listing every node healthy", all_healthy)
