@@ -10,11 +10,13 @@ Without a key (a plaintext development stack) every caller is an anonymous admin
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
+import jwt
 
 from qm_admission import access
 from qm_admission.errors import Code, RequestRejected
@@ -22,14 +24,19 @@ from qm_admission.interceptors import Streaming, Unary, rewrap
 from quartermaster.auth import Principal, TokenError, verify_token
 
 CACHE_SIZE = 4096
+LEEWAY_S = 30.0  # clock skew allowed past a token's `exp`, by the verify and the cache alike
 
 
 class Authenticator:
-    """Verifies tokens, remembering recent ones (a verify costs tens of microseconds)."""
+    """Verifies tokens, remembering recent ones (a verify costs tens of microseconds).
+
+    A remembered token is good only until its `exp` (plus the leeway): after that it
+    is verified again, and refused as expired, like a token seen for the first time.
+    """
 
     def __init__(self, public_key_pem: bytes) -> None:
         self._key = public_key_pem
-        self._verified: OrderedDict[str, Principal] = OrderedDict()
+        self._verified: OrderedDict[str, tuple[Principal, float]] = OrderedDict()
 
     def principal(self, metadata: Any) -> Principal:
         values = [v for k, v in (metadata or ()) if k == "authorization"]
@@ -40,17 +47,24 @@ class Authenticator:
             raise _unauthenticated("the authorization metadata is not `Bearer <token>`")
         token = token.strip()
         known = self._verified.get(token)
-        if known is not None:
+        if known is not None and time.time() <= known[1]:  # PyJWT's clock
             self._verified.move_to_end(token)
-            return known
+            return known[0]
+        self._verified.pop(token, None)
         try:
-            principal = verify_token(token, self._key)
+            principal = verify_token(token, self._key, leeway_s=LEEWAY_S)
         except TokenError as err:
             raise _unauthenticated(f"the bearer token is not valid: {err}") from err
-        self._verified[token] = principal
+        self._verified[token] = (principal, _expires_at(token) + LEEWAY_S)
         if len(self._verified) > CACHE_SIZE:
             self._verified.popitem(last=False)
         return principal
+
+
+def _expires_at(verified_token: str) -> float:
+    """The `exp` claim of a token `verify_token` accepted (it requires one)."""
+    claims = jwt.decode(verified_token, options={"verify_signature": False})
+    return float(claims["exp"])
 
 
 def _unauthenticated(message: str) -> RequestRejected:

@@ -4,6 +4,8 @@
   the trailing metadata `x-qm-field`;
 - a bad `next_token` or filter from the read model: INVALID_ARGUMENT;
 - transient trouble (log or read model behind or unreachable): UNAVAILABLE;
+- bytes that are no message of the RPC's request type: INVALID_ARGUMENT, before
+  authentication (gRPC would answer UNKNOWN from inside its deserializer);
 - anything else: logged with its traceback, INTERNAL to the client.
 """
 
@@ -15,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from qm_admission.errors import RequestRejected, TransientAdmissionError
 from quartermaster.bus.errors import TransientBusError
@@ -33,22 +36,49 @@ Unary = Callable[[Any, Any], Awaitable[Any]]
 Streaming = Callable[[Any, Any], AsyncIterator[Any]]
 
 
+class Undecodable:
+    """A request whose bytes do not parse as the RPC's message type."""
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+
+def tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    """`deserializer` that answers `Undecodable` instead of raising."""
+    if deserializer is None:
+        return None
+    parse = deserializer
+
+    def decode(data: bytes) -> Any:
+        try:
+            return parse(data)
+        except DecodeError as err:
+            return Undecodable(str(err))
+
+    return decode
+
+
 def rewrap(
-    handler: Any, unary: Callable[[Unary], Unary], stream: Callable[[Streaming], Streaming]
+    handler: Any,
+    unary: Callable[[Unary], Unary],
+    stream: Callable[[Streaming], Streaming],
+    *,
+    decode: Callable[[Any], Any] = lambda deserializer: deserializer,
 ) -> Any:
-    """The same RPC handler with its behaviour wrapped (unary and server-streaming RPCs)."""
+    """The same RPC handler with its behaviour (unary and server-streaming RPCs) and,
+    through `decode`, its request deserializer wrapped."""
     if handler is None:
         return None
     if handler.unary_unary is not None:
         return grpc.unary_unary_rpc_method_handler(
             unary(handler.unary_unary),
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=decode(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )
     if handler.unary_stream is not None:
         return grpc.unary_stream_rpc_method_handler(
             stream(handler.unary_stream),
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=decode(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )
     return handler
@@ -65,11 +95,22 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             await continuation(handler_call_details),
             lambda behavior: _unary(method, behavior),
             lambda behavior: _streaming(method, behavior),
+            decode=tolerant,  # outermost: its deserializer is the one gRPC calls
+        )
+
+
+async def _refuse_undecodable(method: str, request: Any, context: Any) -> None:
+    if isinstance(request, Undecodable):
+        log.info("rpc rejected method=%s: undecodable request: %s", method, request.error)
+        await context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"the request is not a valid message of {method}: {request.error}",
         )
 
 
 def _unary(method: str, behavior: Unary) -> Unary:
     async def call(request: Any, context: Any) -> Any:
+        await _refuse_undecodable(method, request, context)
         started = time.perf_counter()
         try:
             response = await behavior(request, context)
@@ -84,6 +125,7 @@ def _unary(method: str, behavior: Unary) -> Unary:
 
 def _streaming(method: str, behavior: Streaming) -> Streaming:
     async def call(request: Any, context: Any) -> AsyncIterator[Any]:
+        await _refuse_undecodable(method, request, context)
         try:
             async for item in behavior(request, context):
                 yield item

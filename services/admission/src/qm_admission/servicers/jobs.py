@@ -18,6 +18,7 @@ from qm_admission.watch import WatchFilter
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.api.qm.v1 import quartermaster_pb2_grpc as rpc
 from quartermaster.core import State
+from quartermaster.events import Event
 from quartermaster.store import arns
 
 MAX_JOBS_PER_CALL = 1000
@@ -75,17 +76,14 @@ class ServiceJobs(rpc.ServiceJobsServicer):
         merged = iter(outcomes)
         return [refused[i] if i in refused else next(merged) for i in range(len(requests))]
 
-    def _job_scope(self, permission: access.Permission, job_id: str) -> None:
-        """Share scope of a request naming a job (unknown ids fall through to NOT_FOUND)."""
-        job = self._b.follower.state.jobs.get(job_id)
-        if job is not None:
-            access.require_share(permission, job.queue, job.share)
-
     async def UpdateServiceJob(
         self, request: pb.UpdateServiceJobRequest, context: Any
     ) -> pb.UpdateServiceJobResponse:
-        self._job_scope(access.P.JOBS_UPDATE, request.job_id)
-        await write(self._b, context, lambda s, now: validation.update_job(request, s, at=now))
+        def plan(s: State, now: float) -> list[Event]:
+            job_scope(s, access.P.JOBS_UPDATE, request.job_id)
+            return validation.update_job(request, s, at=now)
+
+        await write(self._b, context, plan)
         job = self._b.follower.state.jobs[request.job_id]
         reply = job_reply(job.job_id, job.job_name)
         return pb.UpdateServiceJobResponse(
@@ -95,8 +93,11 @@ class ServiceJobs(rpc.ServiceJobsServicer):
     async def TerminateServiceJob(
         self, request: pb.TerminateServiceJobRequest, context: Any
     ) -> pb.TerminateServiceJobResponse:
-        self._job_scope(access.P.JOBS_TERMINATE, request.job_id)
-        await write(self._b, context, lambda s, now: validation.terminate_job(request, s, at=now))
+        def plan(s: State, now: float) -> list[Event]:
+            job_scope(s, access.P.JOBS_TERMINATE, request.job_id)
+            return validation.terminate_job(request, s, at=now)
+
+        await write(self._b, context, plan)
         return pb.TerminateServiceJobResponse()
 
     # ---- reads ----------------------------------------------------------------
@@ -156,6 +157,18 @@ class ServiceJobs(rpc.ServiceJobsServicer):
                 )
         finally:
             self._b.hub.unsubscribe(subscription)
+
+
+def job_scope(state: State, permission: access.Permission, job_id: str) -> None:
+    """Share scope of a write naming a job, judged on the state the write is planned on.
+
+    Checked inside the plan, not before it: a job the caller's view did not hold yet
+    (just submitted by another share) would otherwise skip the check and then be
+    found by the caught-up plan. Unknown ids fall through to NOT_FOUND.
+    """
+    job = state.jobs.get(job_id)
+    if job is not None:
+        access.require_share(permission, job.queue, job.share)
 
 
 def _refused_submissions(requests: list[pb.SubmitServiceJobRequest]) -> dict[int, RequestRejected]:

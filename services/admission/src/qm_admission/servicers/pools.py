@@ -6,9 +6,12 @@ from typing import Any
 
 from qm_admission import access, queries, validation
 from qm_admission.servicers.base import Backends, write
+from qm_admission.servicers.jobs import job_scope
 from qm_admission.translate import parse, warm_pool_summary
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.api.qm.v1 import quartermaster_pb2_grpc as rpc
+from quartermaster.core import State
+from quartermaster.events import Event
 
 
 class WarmPools(rpc.WarmPoolsServicer):
@@ -35,17 +38,13 @@ class WarmPools(rpc.WarmPoolsServicer):
     async def UpdateWarmPool(
         self, request: pb.UpdateWarmPoolRequest, context: Any
     ) -> pb.UpdateWarmPoolResponse:
-        job = self._b.follower.state.jobs.get(request.job_id)
-        if job is not None:  # an unknown job falls through to NOT_FOUND
-            access.require_share(access.P.POOLS_UPDATE, job.queue, job.share)
         limit = self._b.settings.max_keep_alive_seconds
-        written = await write(
-            self._b,
-            context,
-            lambda s, now: validation.update_warm_pool(
-                request, s, at=now, max_keep_alive_seconds=limit
-            ),
-        )
+
+        def plan(s: State, now: float) -> list[Event]:
+            job_scope(s, access.P.POOLS_UPDATE, request.job_id)
+            return validation.update_warm_pool(request, s, at=now, max_keep_alive_seconds=limit)
+
+        written = await write(self._b, context, plan)
         await self._b.follower.wait_for(written.seq, self._b.settings.read_timeout_seconds)
         state = self._b.follower.state
         return pb.UpdateWarmPoolResponse(warm_pool=warm_pool_summary(state, request.job_id))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from qm_admission import access, queries, validation
@@ -9,6 +10,7 @@ from qm_admission.errors import not_found
 from qm_admission.names import Kind, arn, reference, share_arn
 from qm_admission.paging import page, page_size
 from qm_admission.servicers.base import Backends, write
+from qm_admission.servicers.explain import HIDDEN
 from qm_admission.translate import parse
 from qm_admission.validation import common
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
@@ -122,7 +124,11 @@ class QuotaManagement(rpc.QuotaManagementServicer):
         doc = await self._b.read_model.queue_snapshot(queue.name, limit)
         if doc is None:
             raise not_found("job_queue", f"job queue {queue.name!r} does not exist")
-        return parse(doc, pb.GetJobQueueSnapshotResponse())
+        snapshot = parse(doc, pb.GetJobQueueSnapshotResponse())
+        principal = access.caller()
+        if not principal.may_read_all():
+            hide_other_shares_jobs(snapshot, queue.name, principal.reads_share)
+        return snapshot
 
     # ---- quota shares -----------------------------------------------------------
     async def CreateQuotaShare(
@@ -177,6 +183,22 @@ class QuotaManagement(rpc.QuotaManagementServicer):
         return pb.ListQuotaSharesResponse(
             quota_shares=[parse(d, pb.QuotaShareDetail()) for d in docs], next_token=token or ""
         )
+
+
+def hide_other_shares_jobs(
+    snapshot: pb.GetJobQueueSnapshotResponse, queue: str, reads: Callable[[str, str], bool]
+) -> None:
+    """Blank the ids, names and reasons of jobs the caller may not read, in place.
+
+    A member sees where its jobs stand in the queue and every share's usage, not the
+    other shares' jobs (as in ExplainServiceJob): their places stay, anonymous.
+    """
+    for job in snapshot.front_of_queue:
+        if not reads(queue, job.quota_share_name):
+            job.job_id, job.job_arn, job.job_name, job.status_reason = "", "", HIDDEN, ""
+    for share in snapshot.quota_shares:
+        if not reads(queue, share.quota_share_name):
+            share.head_job_ids[:] = [""] * len(share.head_job_ids)
 
 
 def _share_names(
