@@ -47,7 +47,7 @@ def retried(call: Callable[[], T], what: str, timeout_s: float = 120.0) -> T:
         except QuartermasterError as err:
             if err.code not in RETRIED or time.monotonic() > deadline:
                 raise
-            print(f"{what}: {err.code.name}, retrying", flush=True)
+            print(f"{time.time():.3f} {what}: {err.code.name}, retrying", flush=True)
             time.sleep(0.3)
 
 

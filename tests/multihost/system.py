@@ -190,6 +190,28 @@ class System:
         """A gRPC target naming both replicas: the channel fails over between them."""
         return "ipv4:" + ",".join(f"{self.hosts[n].address}:50051" for n in ("adm1", "adm2"))
 
+    def stream_leader(self, stream: str = "QM") -> int:
+        """Index of the NATS node leading `stream`, asked from the client's host (the
+        harness's own namespace has no route to the hosts, by design)."""
+        assert self.nats is not None
+        probe = (
+            "import asyncio, sys, nats\n"
+            "async def main():\n"
+            "    nc = await nats.connect(sys.argv[1].split(','))\n"
+            "    info = await nc.jetstream(timeout=5).stream_info(sys.argv[2])\n"
+            "    print(info.cluster.leader)\n"
+            "    await nc.close()\n"
+            "asyncio.run(main())\n"
+        )
+        answer = subprocess.run(
+            [*self.hosts["client"].launcher, sys.executable, "-c", probe, self.nats.url, stream],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        return self.nats.index_of(answer.stdout.strip())
+
     # ---- reading the logs -------------------------------------------------------------
     def _wait_for_log(self, name: str, text: str, timeout_s: float = 30.0) -> None:
         program = self.procs.programs[name]

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from qm_scheduler.settings import SchedulerSettings
-from quartermaster.bus import BusError, JetStreamLog, KvLease
+from quartermaster.bus import BusError, JetStreamLog, KvLease, TransientBusError
 
 log = logging.getLogger("qm.scheduler.leadership")
 
@@ -96,19 +96,8 @@ class Leadership:
         s = self._settings
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
-        bus = await JetStreamLog.connect(
-            self._servers,
-            self._stream,
-            s.subject_prefix,
-            connection_name=f"qm-scheduler-leases-{s.holder_name}",
-            credentials=s.nats_credentials(),
-            timeout_s=max(0.2, s.lease_ttl_seconds / 3),
-            create_stream=False,
-        )
+        bus, leases = await self._open()
         try:
-            leases = await KvLease.open(
-                bus, s.lease_bucket, max_ttl_s=_MAX_LEASE_TTL_S, replicas=s.stream_replicas
-            )
             self._ready.set()
             while not self._stopping.is_set():
                 await self._tick(leases)
@@ -118,6 +107,39 @@ class Leadership:
             await self._release_all(leases)
         finally:
             await bus.close()
+
+    async def _open(self) -> tuple[JetStreamLog, KvLease]:
+        """Connect and open the bucket, retrying transient failures (a NATS leader
+        election while this replica starts must not stop it)."""
+        s = self._settings
+        while True:
+            try:
+                bus = await JetStreamLog.connect(
+                    self._servers,
+                    self._stream,
+                    s.subject_prefix,
+                    connection_name=f"qm-scheduler-leases-{s.holder_name}",
+                    credentials=s.nats_credentials(),
+                    timeout_s=max(0.2, s.lease_ttl_seconds / 3),
+                    create_stream=False,
+                )
+            except TransientBusError as err:
+                log.warning("lease connection: %s (retrying)", err)
+                await asyncio.sleep(0.5)
+                continue
+            try:
+                leases = await KvLease.open(
+                    bus, s.lease_bucket, max_ttl_s=_MAX_LEASE_TTL_S, replicas=s.stream_replicas
+                )
+            except TransientBusError as err:
+                await bus.close()
+                log.warning("lease bucket %s: %s (retrying)", s.lease_bucket, err)
+                await asyncio.sleep(0.5)
+                continue
+            except BaseException:
+                await bus.close()
+                raise
+            return bus, leases
 
     async def _tick(self, leases: KvLease) -> None:
         s = self._settings
@@ -138,7 +160,10 @@ class Leadership:
         self.gained += len(gained)
         self.lost += len(lost)
         if gained or lost:
-            self._on_change()
+            try:
+                self._on_change()
+            except RuntimeError:  # the main loop is closing: nobody to wake
+                log.debug("leadership changed while the scheduler stops")
 
     async def _release_all(self, leases: KvLease) -> None:
         self._led = {}
