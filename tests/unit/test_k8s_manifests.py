@@ -1,0 +1,225 @@
+"""deploy/k8s, checked offline: the Kubernetes schemas (kubernetes-validate), then what the
+manifests must say for the stack to run: probes and resources everywhere, GPUs for the node
+agents, disruption budgets, three NATS replicas, and settings the services really read."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from qm_admission.settings import Settings as AdmissionSettings
+from qm_node_agent.settings import NodeSettings
+from qm_scheduler.settings import SchedulerSettings
+from qm_warmpool.settings import WarmPoolSettings
+from quartermaster.bus.access import BusSettings
+
+DEPLOY = Path(__file__).parents[2] / "deploy"
+MANIFESTS = sorted((DEPLOY / "k8s").glob("*.yaml"))
+# The oldest Kubernetes the manifests promise to fit, and the newest the schemas know.
+VERSIONS = ["1.29.0", kubernetes_validate.latest_version()]
+WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
+PROBE_VARIABLES = {"QM_PROBE_CA_FILE", "QM_PROBE_SERVER_NAME", "QM_PROBE_CERT_FILE"}
+PROBE_VARIABLES |= {"QM_PROBE_KEY_FILE"}
+
+
+def settings_names() -> dict[str, set[str]]:
+    """Environment prefix -> the variables each service reads (its settings' fields)."""
+    bus = set(BusSettings.__struct_fields__)
+    node = {f.name for f in dataclasses.fields(NodeSettings)} - {"nats_credentials"}
+    return {
+        "QM_ADMISSION_": set(AdmissionSettings.__struct_fields__),
+        "QM_SCHEDULER_": set(SchedulerSettings.__struct_fields__),
+        "QM_WARMPOOL_": set(WarmPoolSettings.__struct_fields__),
+        "QM_NODE_": node | bus,
+    }
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+RESOURCES = [(path.name, doc) for path in MANIFESTS for doc in load(path)]
+
+
+def named(kind: str, name: str | None = None) -> list[dict[str, Any]]:
+    return [
+        doc
+        for _, doc in RESOURCES
+        if doc["kind"] == kind and name in (None, doc["metadata"]["name"])
+    ]
+
+
+def workloads() -> list[dict[str, Any]]:
+    return [doc for _, doc in RESOURCES if doc["kind"] in WORKLOADS]
+
+
+def pod(workload: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = workload["spec"]["template"]["spec"]
+    return spec
+
+
+def containers(workload: dict[str, Any], *, init: bool = False) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = pod(workload).get("initContainers" if init else "containers", [])
+    return found
+
+
+def env_vars(workload: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for container in containers(workload) + containers(workload, init=True):
+        yield from container.get("env", [])
+
+
+def env_value(workload: dict[str, Any], name: str) -> str:
+    """A variable's value, following configMapKeyRef into the manifests' ConfigMaps."""
+    (var,) = [v for v in env_vars(workload) if v["name"] == name]
+    if "value" in var:
+        return str(var["value"])
+    ref = var["valueFrom"]["configMapKeyRef"]
+    (config,) = named("ConfigMap", ref["name"])
+    return str(config["data"][ref["key"]])
+
+
+def test_the_manifests_are_there() -> None:
+    assert len(MANIFESTS) >= 5
+    assert all(load(path) for path in MANIFESTS)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize(("file", "resource"), RESOURCES, ids=[f for f, _ in RESOURCES])
+def test_manifest_matches_the_kubernetes_schema(
+    file: str, resource: dict[str, Any], version: str
+) -> None:
+    kubernetes_validate.validate(resource, version, strict=True)
+
+
+@pytest.mark.parametrize("workload", workloads(), ids=lambda w: w["metadata"]["name"])
+def test_every_container_has_probes_and_resources(workload: dict[str, Any]) -> None:
+    for container in containers(workload):
+        assert "livenessProbe" in container, container["name"]
+        assert "readinessProbe" in container, container["name"]
+    for container in containers(workload) + containers(workload, init=True):
+        resources = container.get("resources", {})
+        for bound in ("requests", "limits"):
+            assert {"cpu", "memory"} <= set(resources.get(bound, {})), (container["name"], bound)
+
+
+@pytest.mark.parametrize("workload", workloads(), ids=lambda w: w["metadata"]["name"])
+def test_pods_run_as_non_root_with_their_own_service_account(workload: dict[str, Any]) -> None:
+    spec = pod(workload)
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["runAsUser"] != 0
+    (account,) = named("ServiceAccount", spec["serviceAccountName"])
+    assert account["automountServiceAccountToken"] is False
+    for container in containers(workload):
+        context = container["securityContext"]
+        assert context["allowPrivilegeEscalation"] is False
+        assert context["capabilities"]["drop"] == ["ALL"]
+        assert context.get("runAsUser", 1) != 0
+
+
+def test_node_agents_are_a_daemonset_requesting_gpus() -> None:
+    agents = [d for d in named("DaemonSet") if "node-agent" in d["metadata"]["name"]]
+    assert agents
+    for agent in agents:
+        (container,) = containers(agent)
+        resources = container["resources"]
+        assert int(resources["limits"]["nvidia.com/gpu"]) > 0
+        assert resources["requests"]["nvidia.com/gpu"] == resources["limits"]["nvidia.com/gpu"]
+        assert env_value(agent, "QM_NODE_RUNTIME") == "docker"
+        mounts = {m["mountPath"] for m in container["volumeMounts"]}
+        assert "/var/run/docker.sock" in mounts
+        # Job caches are bind-mounted by host path: the data dir is the same path on the node.
+        data_dir = env_value(agent, "QM_NODE_DATA_DIR")
+        (volume,) = [
+            v for v in pod(agent)["volumes"] if v.get("hostPath", {}).get("path") == data_dir
+        ]
+        assert any(
+            m["name"] == volume["name"] and m["mountPath"] == data_dir
+            for m in container["volumeMounts"]
+        )
+
+
+@pytest.mark.parametrize("app", ["qm-scheduler", "qm-admission", "nats"])
+def test_disruption_budgets_cover_the_replicated_services(app: str) -> None:
+    (workload,) = [w for w in workloads() if w["metadata"]["name"] == app]
+    labels = workload["spec"]["template"]["metadata"]["labels"]
+    budgets = [
+        pdb
+        for pdb in named("PodDisruptionBudget")
+        if pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    ]
+    assert len(budgets) == 1
+    assert workload["spec"]["replicas"] >= 2
+
+
+def test_nats_is_a_three_node_jetstream_cluster() -> None:
+    (nats,) = named("StatefulSet", "nats")
+    assert nats["spec"]["replicas"] == 3
+    (service,) = named("Service", nats["spec"]["serviceName"])
+    assert service["spec"]["clusterIP"] == "None"
+    (config,) = named("ConfigMap", "qm-nats-config")
+    text = config["data"]["nats.conf"]
+    assert "jetstream" in text
+    routes = set(re.findall(r"nats://(nats-\d)\.nats:6222", text))
+    assert routes == {f"nats-{n}" for n in range(3)}
+
+
+@pytest.mark.parametrize("workload", workloads(), ids=lambda w: w["metadata"]["name"])
+def test_services_use_the_cluster_and_three_stream_replicas(workload: dict[str, Any]) -> None:
+    for prefix in settings_names():
+        names = {v["name"] for v in env_vars(workload)}
+        if f"{prefix}NATS_URL" not in names:
+            continue
+        assert len(env_value(workload, f"{prefix}NATS_URL").split(",")) == 3
+        assert env_value(workload, f"{prefix}STREAM_REPLICAS") == "3"
+
+
+def test_two_schedulers_named_after_their_pods() -> None:
+    (scheduler,) = named("Deployment", "qm-scheduler")
+    assert scheduler["spec"]["replicas"] == 2
+    (var,) = [v for v in env_vars(scheduler) if v["name"] == "QM_SCHEDULER_INSTANCE_ID"]
+    assert var["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+
+
+def test_admission_reads_the_database_url_from_a_secret() -> None:
+    (admission,) = named("Deployment", "qm-admission")
+    (var,) = [v for v in env_vars(admission) if v["name"] == "QM_ADMISSION_POSTGRES_URL"]
+    assert var["valueFrom"]["secretKeyRef"]["key"] == "POSTGRES_URL"
+    assert named("StatefulSet", "postgres")  # the default database the URL may point at
+
+
+@pytest.mark.parametrize("workload", workloads(), ids=lambda w: w["metadata"]["name"])
+def test_every_quartermaster_variable_is_a_setting(workload: dict[str, Any]) -> None:
+    known = settings_names()
+    for var in env_vars(workload):
+        name = var["name"]
+        if name in PROBE_VARIABLES or not name.startswith("QM_"):
+            continue
+        prefix = next((p for p in known if name.startswith(p)), None)
+        assert prefix is not None, f"{name}: no service reads this prefix"
+        assert name.removeprefix(prefix).lower() in known[prefix], f"{name} is not a setting"
+
+
+def test_every_secret_the_manifests_need_is_documented() -> None:
+    """Secrets are not shipped: deploy/README.md says how to create each one and each key."""
+    readme = (DEPLOY / "README.md").read_text()
+    needed = set()
+    for workload in workloads():
+        for var in env_vars(workload):
+            ref = var.get("valueFrom", {}).get("secretKeyRef")
+            if ref:
+                needed |= {ref["name"], ref["key"]}
+        for volume in pod(workload).get("volumes", []):
+            if "secret" in volume:
+                needed.add(volume["secret"]["secretName"])
+            if "configMap" in volume and not named("ConfigMap", volume["configMap"]["name"]):
+                needed.add(volume["configMap"]["name"])
+    assert needed
+    for name in sorted(needed):
+        assert name in readme, f"deploy/README.md does not say how to create {name}"
