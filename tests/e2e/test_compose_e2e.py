@@ -8,6 +8,7 @@ service and three node agents that run the jobs as containers on this host's eng
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import os
 import shutil
@@ -20,9 +21,15 @@ from pathlib import Path
 
 import msgspec
 import pytest
+import yaml
 from scenario import play_seed_scenario
 
+from qm_admission.settings import Settings as AdmissionSettings
+from qm_node_agent.settings import NodeSettings
+from qm_scheduler.settings import SchedulerSettings
+from qm_warmpool.settings import WarmPoolSettings
 from quartermaster.auth.local import LocalCredentials
+from quartermaster.bus.access import BusSettings
 from quartermaster.client import Quartermaster
 
 COMPOSE_FILE = Path(__file__).parents[2] / "deploy" / "compose" / "compose.yaml"
@@ -191,3 +198,30 @@ def test_compose_stack_plays_the_seed_scenario(compose_stack: ComposeStack) -> N
         raise
     urls = ",".join(f"nats://127.0.0.1:{compose_stack.env[f'QM_NATS_PORT_{n}']}" for n in (1, 2, 3))
     assert asyncio.run(stream_replicas(urls)) == (3, 3)
+
+
+def test_compose_sets_only_settings_the_services_read() -> None:
+    """A misspelt variable is ignored by the service: catch it here, without Docker."""
+    node = {f.name for f in dataclasses.fields(NodeSettings)} | set(BusSettings.__struct_fields__)
+    known = {
+        "QM_ADMISSION_": set(AdmissionSettings.__struct_fields__),
+        "QM_SCHEDULER_": set(SchedulerSettings.__struct_fields__),
+        "QM_WARMPOOL_": set(WarmPoolSettings.__struct_fields__),
+        "QM_NODE_": node,
+    }
+    services = yaml.safe_load(COMPOSE_FILE.read_text())["services"]
+    instance_ids = []
+    for name, service in services.items():
+        for variable, value in (service.get("environment") or {}).items():
+            prefix = next((p for p in known if variable.startswith(p)), None)
+            if prefix is None:
+                continue
+            field = variable.removeprefix(prefix).lower()
+            assert field in known[prefix], f"{name}: {variable} is not a setting"
+            if field == "stream_replicas":
+                assert value == "3", name
+            if field == "nats_url":
+                assert len(value.split(",")) == 3, name
+            if variable == "QM_SCHEDULER_INSTANCE_ID":
+                instance_ids.append(value)
+    assert len(instance_ids) == len(set(instance_ids)) == 2
