@@ -154,7 +154,7 @@ class KvLease:
             revision: int | None = await self._kv.create(key, _encode(record), msg_ttl=ttl)
         except nats.js.errors.KeyWrongLastSequenceError:
             try:
-                revision = await self._take_over(key, record, ttl, sent)
+                revision = await self._take_over(key, record, sent)
             except BusError:
                 # While we could not look, the holder may have renewed and failed alike:
                 # count its silence afresh, so that it gets the first word once the
@@ -216,7 +216,7 @@ class KvLease:
             raise bus_error(err, f"release lease {key}") from err
         return True
 
-    async def _take_over(self, key: str, record: _Record, ttl: int, sent: float) -> int | None:
+    async def _take_over(self, key: str, record: _Record, sent: float) -> int | None:
         """The key exists: take it if it is ours, gone, or silent for the holder's TTL."""
         entry = await self._read(key)
         if entry.record is None or entry.record.holder == record.holder:
