@@ -21,7 +21,7 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from types import TracebackType
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import nats
 import nats.js.errors
@@ -54,6 +54,7 @@ EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
 EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
 EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
 _STREAM_NAME_IN_USE = 10058  # a stream with this name exists with another config
+_AUTHORIZATION_VIOLATION = "authorization violation"  # the server's -ERR for bad credentials
 
 BatchItem = tuple[str, bytes, str | None]  # subject, data, msg id
 
@@ -105,19 +106,44 @@ class JetStreamLog:
         """Connect (to any node of `url`, a comma-separated list), then create the stream or
         update it to this config; with `create_stream=False` only check that it exists (a
         service whose NATS user may not manage streams)."""
-        options = (credentials or NatsCredentials()).connect_options()
-        try:
-            nc = await nats.connect(
+        who = credentials or NatsCredentials()
+        refused: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+        async def on_error(err: Exception) -> None:
+            await _log_async_error(err)
+            if _AUTHORIZATION_VIOLATION in str(err).lower() and not refused.done():
+                refused.set_result(str(err))
+
+        # Waiting for a server that is not up yet is right (it retries for ever); one
+        # that refuses these credentials will not change its mind: fail at once.
+        connecting = asyncio.ensure_future(
+            nats.connect(
                 server_list(url),
                 name=connection_name,
                 max_reconnect_attempts=-1,
                 reconnect_time_wait=0.25,
-                **options,
+                **who.connect_options(),
                 connect_timeout=timeout_s,
-                error_cb=_log_async_error,
+                error_cb=on_error,
                 disconnected_cb=_log_disconnected,
                 reconnected_cb=_log_reconnected,
             )
+        )
+        try:
+            either: set[asyncio.Future[Any]] = {connecting, refused}
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not connecting.done():
+                connecting.cancel()
+                with contextlib.suppress(asyncio.CancelledError, *NATS_FAILURES):
+                    await connecting
+        if connecting.cancelled():
+            user = who.user or who.creds_file or "anonymous"
+            raise PermanentBusError(
+                f"connect to {url}: the server refused {user}: {refused.result()}"
+            )
+        try:
+            nc = connecting.result()
         except NATS_FAILURES as err:
             raise bus_error(err, f"connect to {url}") from err
         self = cls(
