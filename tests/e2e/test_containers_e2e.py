@@ -1,7 +1,8 @@
 """The seed scenario on the stack as containers (`quartermaster.testing.containers`).
 
-The images are those of deploy/images/build-images.sh; without them (or without an
-engine) the tests skip with the reason, and fail instead when `CI` is set.
+The images are those of deploy/images/build-images.sh (and build-test-images.sh for
+the job image of the docker runtime); without them, or without an engine, the tests
+skip with the reason, and fail instead when `CI` is set.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ import os
 
 import grpc
 import pytest
-from scenario import play_seed_scenario
+from scenario import LONG, UNIT, play_seed_scenario, setup_queue, status, until
 
-from quartermaster.client import Quartermaster, QuartermasterError
+from quartermaster.client import Quartermaster, QuartermasterError, training_job
+from quartermaster.testing.container_parts import missing_images as missing
 from quartermaster.testing.containers import (
     STACK_LABEL,
     QuartermasterStack,
@@ -26,30 +28,36 @@ from quartermaster.testing.containers import (
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
 pytestmark = pytest.mark.docker
+JOB_IMAGE = "quartermaster/job-runner:test"
+JOB_LABEL = "org.quartermaster.job-id"
 
 
-@pytest.fixture(autouse=True)
-def images() -> None:
-    missing = missing_images()
-    if missing:
-        reason = f"no Docker engine or no images {missing} (deploy/images/build-images.sh)"
+def need(images: list[str], build: str) -> None:
+    if images:
+        reason = f"no Docker engine or no images {images} ({build})"
         if os.environ.get("CI"):
             pytest.fail(f"containers stack cannot run in CI: {reason}")
         pytest.skip(reason)
 
 
-def containers_of(stack: QuartermasterStack) -> list[str]:
-    """Names of the containers (running or not) that carry the stack's label."""
+@pytest.fixture(autouse=True)
+def stack_images() -> None:
+    need(missing_images(), "deploy/images/build-images.sh")
+
+
+def labelled(label: str) -> list[str]:
+    """Names of the containers (running or not) that carry `label` (`key=value`)."""
     import docker
 
     engine = docker.from_env()
     try:
-        found = engine.containers.list(
-            all=True, filters={"label": f"{STACK_LABEL}={stack.stack_id}"}
-        )
-        return [c.name for c in found]
+        return [c.name for c in engine.containers.list(all=True, filters={"label": label})]
     finally:
         engine.close()
+
+
+def containers_of(stack: QuartermasterStack) -> list[str]:
+    return labelled(f"{STACK_LABEL}={stack.stack_id}")
 
 
 def refused(client: Quartermaster) -> grpc.StatusCode:
@@ -105,10 +113,27 @@ def test_seed_scenario_on_a_nats_cluster_insecure() -> None:
     stack = QuartermasterStack(cluster=True, secure=False)
     with stack:
         assert stack.credentials_dir is None
-        assert asyncio.run(nats_lets_in_anonymous(stack.nats_url))
         assert len(stack.nats_url.split(",")) == 3
+        assert asyncio.run(nats_lets_in_anonymous(stack.nats_url))
         play_seed_scenario(stack.client)
         assert asyncio.run(stream_replicas(stack.nats_url)) == 3
+    assert containers_of(stack) == []
+
+
+def test_docker_runtime_jobs_are_containers_removed_with_the_stack() -> None:
+    need(missing([JOB_IMAGE]), "deploy/images/build-test-images.sh")
+    stack = QuartermasterStack(nodes=1, runtime="docker")
+    with stack:
+        c = stack.client
+        queue = setup_queue(c, 1, [("A", 1, "RESERVE", None, False)])
+        job = training_job(image=JOB_IMAGE, command=["sh", "-c", "exit 3"], instance_type=UNIT)
+        failed = queue.submit(job, "exits-3", "A")
+        assert failed.wait(timeout=60).attempts[-1].exit_code == 3
+        job = training_job(image=JOB_IMAGE, command=["sh", "-c", LONG], instance_type=UNIT)
+        running = queue.submit(job, "long", "A")
+        until("long runs", lambda: status(c, running.job_id) == "RUNNING")
+        until("its container runs", lambda: bool(labelled(f"{JOB_LABEL}={running.job_id}")))
+    assert labelled(f"{JOB_LABEL}={running.job_id}") == []
     assert containers_of(stack) == []
 
 
