@@ -36,6 +36,8 @@ def test_the_seed_scenario_plays_on_a_secured_bus(make_stack: StackFactory) -> N
     assert stat.S_IMODE(os.stat(directory / "node.node-1.password").st_mode) == 0o600
     assert stat.S_IMODE(os.stat(directory / "nats-server.conf").st_mode) == 0o600
     asyncio.run(_refused(stack))
+    for part in ("scheduler", "node-1"):  # a part restarted on its own logs in again
+        started[0].restart(part)
 
 
 async def _refused(stack: Stack) -> None:
