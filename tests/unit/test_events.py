@@ -12,6 +12,7 @@ import pytest
 from quartermaster import events as ev
 from quartermaster.core import State, decide, fold
 from quartermaster.core.model import JobStatus
+from quartermaster.core.provenance import FAMILIES, Family
 from quartermaster.eventlog import decode_batch, encode_batch
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "logs"
@@ -105,21 +106,27 @@ def test_old_messages_without_new_fields_still_decode() -> None:
     assert isinstance(event, ev.JobSubmitted) and event.retry_attempts == 1
 
 
-def test_recorded_seed_log_replays_to_the_same_state_and_decisions() -> None:
+def replay(name: str) -> tuple[State, list[tuple[list[ev.AnyEvent], list[ev.Event]]]]:
+    """Fold a recorded log; return the state and each decision batch with the pass's re-run."""
     state = State()
     batch: list[ev.AnyEvent] = []
     decided = False
-    for line in (FIXTURES / "seed-scenario.jsonl").read_text().splitlines():
+    passes: list[tuple[list[ev.AnyEvent], list[ev.Event]]] = []
+    for line in (FIXTURES / name).read_text().splitlines():
         record = json.loads(line)
         if not record["batch_end"]:
             batch.append(ev.from_json(json.dumps(record["event"])))
             decided = record["decision"]
             continue
-        if decided:  # the pass, re-run here, decides exactly what was recorded
-            assert decide(state) == batch
+        if decided:
+            passes.append((batch, decide(state)))
         for event in batch:
             fold(state, event)
         batch = []
+    return state, passes
+
+
+def check_seed_state(state: State) -> None:
     statuses = {j.job_name: j.status for j in state.jobs.values()}
     assert statuses == {
         "high": JobStatus.SCHEDULED,  # low finished: high, next in QS1, runs again
@@ -128,3 +135,63 @@ def test_recorded_seed_log_replays_to_the_same_state_and_decisions() -> None:
         "qs2_job_1": JobStatus.RUNNING,
     }
     assert state.jobs["med"].preempted_count == 1 and state.jobs["high"].preempted_count == 1
+
+
+def preemptions(passes: list[tuple[list[ev.AnyEvent], list[ev.Event]]]) -> list[tuple[object, ...]]:
+    return [
+        (d.job_id, d.rule, d.for_job, d.lender_share, d.units_borrowed, d.priority_gap)
+        for recorded, _ in passes
+        for d in recorded
+        if isinstance(d, ev.JobPreemptionRequested)
+    ]
+
+
+def test_recorded_seed_log_replays_to_the_same_state_and_decisions() -> None:
+    """A log recorded before decisions carried their rule still replays: same state, and
+    the pass re-run at each decision point decides what was recorded (in the fields the
+    log holds; its preemptions upcast to the rule their text names)."""
+    state, passes = replay("seed-scenario.jsonl")
+    for recorded, rederived in passes:
+        assert len(recorded) == len(rederived)
+        assert all(ev.same_decision(r, d) for r, d in zip(recorded, rederived, strict=True))
+    check_seed_state(state)
+    assert preemptions(passes) == [
+        ("med", ev.Rule.RECLAIM, "qs2_job_1", "QS2", None, None),
+        ("high", ev.Rule.IN_SHARE, "low", None, None, None),
+    ]
+
+
+def test_a_log_recorded_with_reasons_replays_to_exactly_the_same_decisions() -> None:
+    state, passes = replay("seed-scenario-reasons.jsonl")
+    for recorded, rederived in passes:
+        assert rederived == recorded
+    check_seed_state(state)
+    assert preemptions(passes) == [
+        ("med", ev.Rule.RECLAIM, "qs2_job_1", "QS2", 1, None),
+        ("high", ev.Rule.IN_SHARE, "low", None, None, 1),
+    ]
+
+
+def test_same_decision_reads_a_missing_reason_field_as_not_recorded() -> None:
+    full = ev.JobDispatched(
+        at=1, job_id="j", attempt=1, hosts=("h1",), rule=ev.Rule.BORROWED, share_units=2
+    )
+    old = ev.JobDispatched(at=1, job_id="j", attempt=1, hosts=("h1",))
+    assert ev.same_decision(old, full)
+    assert not ev.same_decision(full, old)  # a recorded reason must be re-derived
+    assert not ev.same_decision(old, ev.JobDispatched(at=1, job_id="j", attempt=1, hosts=("h2",)))
+    on_pool = ev.JobDispatched(at=1, job_id="j", attempt=1, hosts=("h1",), warm_pool="a")
+    assert not ev.same_decision(old, on_pool)  # warm_pool None is a fact, not "unrecorded"
+
+
+def test_every_decision_carries_a_rule() -> None:
+    """What the pass writes (decision subjects) names the rule that made it."""
+    decision_families = {Family.DECISIONS, Family.HOST_DECISIONS}
+    decisions = [
+        t
+        for t in ev.EVENT_TYPES
+        if FAMILIES[ev.tag_of(sample(msgspec.inspect.type_info(t)))] & decision_families
+    ]
+    assert len(decisions) == 11
+    for event_type in decisions:
+        assert "rule" in event_type.__struct_fields__, event_type.__name__

@@ -1,8 +1,10 @@
 """Property-based tests: random histories keep every invariant of spec section 4.
 
 After every step the pass is run to its fixpoint and the invariants are
-checked; at the end the whole log is replayed from scratch and must rebuild
-the same state, with the pass deciding exactly what was recorded.
+checked (and every waiting job has a reason); every submission is dry-run
+first, and the pass must then do what the dry run said; at the end the whole
+log is replayed from scratch and must rebuild the same state, with the pass
+deciding exactly what was recorded.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from quartermaster import events as ev
-from quartermaster.core import State, decide, fold
+from quartermaster.core import DryRun, Explainer, State, WaitCode, decide, dry_run, fold
 from quartermaster.core.model import JobStatus
 from quartermaster.core.snapshot import restore, take
-from quartermaster.testing.builders import World, a_job
+from quartermaster.testing.builders import JobSpec, World, a_job
 from quartermaster.testing.invariants import (
     check_allocation,
     check_limits,
@@ -132,10 +134,61 @@ class SchedulerHistory(RuleBasedStateMachine):
             evaluate_on_exit=exit_rule,
             key=ev.WarmPoolKey(role_arn=role, instance_type=UNIT, instance_count=count),
         )
+        answer = self._dry_run(spec)
         before = len(self.w.log)
         self.w.submit(spec)
         self.batches.append((False, self.w.log[before:]))
+        decided = len(self.w.log)
         self._settle()
+        self._check_dry_run(answer, self.w.log[decided:])
+
+    def _dry_run(self, spec: JobSpec) -> DryRun:
+        """Dry-run the submission `World.submit` is about to fold; nothing may change."""
+        event = ev.JobSubmitted(
+            at=self.w.clock + 0.001,
+            job_id=spec.name,
+            job_name=spec.name,
+            job_queue=spec.queue,
+            quota_share=spec.share,
+            instance_type=spec.unit,
+            instance_count=spec.count,
+            scheduling_priority=spec.priority,
+            retry_attempts=spec.attempts,
+            evaluate_on_exit=spec.evaluate_on_exit,
+            preemption_retries=spec.preemption_retries,
+            attempt_duration_seconds=spec.timeout,
+            keep_alive_seconds=spec.keep_alive,
+            warm_pool_key=spec.key
+            or ev.WarmPoolKey(instance_type=spec.unit, instance_count=spec.count),
+        )
+        before = snapshot(self.w.state)
+        answer = dry_run(self.w.state, event)
+        assert snapshot(self.w.state) == before, "a dry run changed the state"
+        check_allocation(self.w.state)
+        return answer
+
+    def _check_dry_run(self, answer: DryRun, decided: list[ev.Event]) -> None:
+        """The pass did what the dry run said it would."""
+        job_id = answer.job_id
+        dispatch = [d for d in decided if isinstance(d, ev.JobDispatched) and d.job_id == job_id]
+        assert bool(dispatch) == answer.starts, "the dry run was wrong about the start"
+        if dispatch:
+            assert (dispatch[0].hosts, dispatch[0].warm_pool) == (answer.hosts, answer.warm_pool)
+        preempted = tuple(
+            d.job_id
+            for d in decided
+            if isinstance(d, ev.JobPreemptionRequested) and d.for_job == job_id
+        )
+        evicted = tuple(
+            d.job_id
+            for d in decided
+            if isinstance(d, ev.WarmPoolTerminated) and d.for_job == job_id
+        )
+        assert (preempted, evicted) == (answer.preempts, answer.evicts)
+        if not answer.starts:
+            assert answer.wait is not None
+            now = Explainer(self.w.state).why(job_id)
+            assert now is not None and now.code is answer.wait.code
 
     @rule(data=st.data(), priority=st.integers(0, 5))
     def reprioritise(self, data: st.DataObject, priority: int) -> None:
@@ -264,6 +317,7 @@ class SchedulerHistory(RuleBasedStateMachine):
         check_allocation(self.w.state)
         check_limits(self.w.state, self.exempt)
         check_work_conservation(self.w.state)
+        check_every_waiting_job_has_a_reason(self.w.state)
 
     def teardown(self) -> None:
         replayed = State()
@@ -278,6 +332,17 @@ class SchedulerHistory(RuleBasedStateMachine):
         same_state(restored, self.w.state, "restoring a snapshot")
         check_allocation(restored)
         assert decide(restored) == decide(self.w.state)
+
+
+def check_every_waiting_job_has_a_reason(state: State) -> None:
+    """After a settled pass every RUNNABLE job says why it waits, and none is merely
+    waiting for a pass (that would be a job the pass should have placed)."""
+    explain = Explainer(state)
+    for job in state.jobs.values():
+        if job.status is JobStatus.RUNNABLE and not job.awaiting_outcome:
+            reason = explain.why(job.job_id)
+            assert reason is not None and reason.message, f"{job.job_id} waits without a reason"
+            assert reason.code is not WaitCode.AWAITING_PASS, f"{job.job_id}: {reason.message}"
 
 
 def same_state(got: State, want: State, how: str) -> None:

@@ -48,6 +48,13 @@ def run_to_success(w: World, job_id: str, seconds: float = 10) -> tuple[str, ...
     return hosts
 
 
+def keep_alive(w: World, job_id: str, seconds: int) -> ev.WarmPoolKeepAliveUpdated:
+    """The request admission writes: the next pass decides the pool's new expiry."""
+    return ev.WarmPoolKeepAliveUpdated(
+        at=w.clock, job_id=job_id, keep_alive_seconds=seconds, pass_decides_expiry=True
+    )
+
+
 def terminated(w: World, job_id: str) -> list[ev.WarmPoolTerminated]:
     return [d for d in w.decisions if isinstance(d, ev.WarmPoolTerminated) and d.job_id == job_id]
 
@@ -300,7 +307,7 @@ def test_keep_alive_zero_terminates_the_pool_as_user_terminated() -> None:
     run_to_success(w, a)
     w.tick(100)
     # when
-    w.apply(ev.WarmPoolKeepAliveUpdated(at=w.clock, job_id=a, keep_alive_seconds=0))
+    w.apply(keep_alive(w, a, 0))
     w.pass_()
     # then
     assert status(w, a) == "Terminated"
@@ -324,7 +331,7 @@ def test_a_pool_ended_by_a_keep_alive_update_bills_the_time_it_sat_available(
     run_to_success(w, a)
     w.tick(100)
     # when
-    w.apply(ev.WarmPoolKeepAliveUpdated(at=w.clock, job_id=a, keep_alive_seconds=new_keep_alive))
+    w.apply(keep_alive(w, a, new_keep_alive))
     w.pass_()
     # then: "wall-clock seconds the pool sat Available"
     assert pool(w, a).termination_reason is reason
@@ -336,10 +343,40 @@ def test_a_longer_keep_alive_extends_an_available_pool() -> None:
     a = w.submit(a_job(name="a", keep_alive=60))
     run_to_success(w, a)
     w.tick(30)
-    w.apply(ev.WarmPoolKeepAliveUpdated(at=w.clock, job_id=a, keep_alive_seconds=600))
+    w.apply(keep_alive(w, a, 600))
     w.tick(100)
     w.pass_()
     assert status(w, a) == "Available"
+
+
+@pytest.mark.parametrize("seconds", [0, 50, 600, 3600])
+def test_a_keep_alive_update_of_an_older_log_replays_as_it_was_recorded(seconds: int) -> None:
+    """Logs written when the fold set the expiry itself: the upcast applies it at once,
+    and ends where today's pass-decided path ends."""
+    worlds = []
+    for pass_decides in (False, True):
+        w = world()
+        a = w.submit(a_job(name="a", keep_alive=600))
+        run_to_success(w, a)
+        w.tick(100)
+        w.apply(
+            ev.WarmPoolKeepAliveUpdated(
+                at=w.clock, job_id=a, keep_alive_seconds=seconds, pass_decides_expiry=pass_decides
+            )
+        )
+        if not pass_decides:  # no pass needed: the fold applied it
+            assert pool(w, a).expires_at == pytest.approx(
+                max(w.clock, pool(w, a).available_since + seconds)  # type: ignore[operator]
+            )
+        w.pass_()
+        worlds.append(w)
+    old, new = (w.state.pools["a"] for w in worlds)
+    assert (old.status, old.expires_at, old.termination_reason, old.billable_seconds) == (
+        new.status,
+        new.expires_at,
+        new.termination_reason,
+        new.billable_seconds,
+    )
 
 
 @pytest.mark.parametrize("event", [ev.HostLost, ev.HostDrained])
@@ -524,16 +561,13 @@ def test_a_matching_job_may_not_take_a_pool_beyond_its_shares_limit() -> None:
 
 
 def test_keep_alive_zero_before_the_pool_opens_releases_the_hosts() -> None:
-    from quartermaster import events as ev
-    from quartermaster.testing.builders import World, a_job
-
     w = World().environment(ml_g5_xlarge=1).queue().hosts(1)
     w.share("A", 1)
     w.submit(a_job(name="a", share="A", keep_alive=60))
     w.pass_()
     w.start("a").succeed("a")
     assert w.job("a").retained  # ended; its pool opens on the next pass
-    w.apply(ev.WarmPoolKeepAliveUpdated(at=w.clock, job_id="a", keep_alive_seconds=0))
+    w.apply(keep_alive(w, "a", 0))
     w.pass_()
     assert "a" not in w.state.pools
     assert w.state.hosts["h1"].holder is None

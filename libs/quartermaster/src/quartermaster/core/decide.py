@@ -43,6 +43,17 @@ def decide(
     if settled:
         return settled
     out: list[ev.Event] = []
+    allocate(state, out, queues)
+    return out
+
+
+def allocate(
+    state: State, out: list[ev.Event], queues: frozenset[str] | None = None, explain: bool = False
+) -> list[UnitPass]:
+    """The allocation step: each (queue, unit) of an enabled environment, in name order,
+    sharing one host picker (queues may share hosts). With `explain` each unit pass
+    also records why its blocked heads wait."""
+    passes = []
     picker = HostPicker(state)
     for queue_name in sorted(state.queues):
         if queues is not None and queue_name not in queues:
@@ -52,8 +63,10 @@ def decide(
         if env is None or env.state is Toggle.DISABLED:
             continue
         for unit in sorted(env.max_capacity):
-            UnitPass(state, queue_name, unit, picker, out).run()
-    return out
+            unit_pass = UnitPass(state, queue_name, unit, picker, out, {} if explain else None)
+            unit_pass.run()
+            passes.append(unit_pass)
+    return passes
 
 
 def settle(

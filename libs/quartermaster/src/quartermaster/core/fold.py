@@ -10,10 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import msgspec
-
 from quartermaster import events as ev
-from quartermaster.core import lifecycle
+from quartermaster.core import lifecycle, upcast, warm_pools
 from quartermaster.core.model import (
     ACTIVE_STATUSES,
     TERMINAL_STATUSES,
@@ -133,7 +131,7 @@ def _submitted(state: State, e: ev.JobSubmitted) -> None:
         preemption_retries=e.preemption_retries,
         timeout_seconds=min(limits) if limits else None,
         keep_alive_seconds=e.keep_alive_seconds,
-        warm_pool_key=_as_sets(e.warm_pool_key),
+        warm_pool_key=warm_pools.match_key(e.warm_pool_key),
         payload=e.payload,
         tags=dict(e.tags),
         client_token=e.client_token,
@@ -143,16 +141,6 @@ def _submitted(state: State, e: ev.JobSubmitted) -> None:
     )
     state.jobs[job.job_id] = job
     state.enqueue(job)
-
-
-def _as_sets(key: ev.WarmPoolKey) -> ev.WarmPoolKey:
-    """Security groups, subnets and session tag keys match as sets, not as lists."""
-    return msgspec.structs.replace(
-        key,
-        security_group_ids=tuple(sorted(set(key.security_group_ids))),
-        subnets=tuple(sorted(set(key.subnets))),
-        session_tag_keys=tuple(sorted(set(key.session_tag_keys))),
-    )
 
 
 @_on(ev.JobPriorityUpdated)
@@ -399,13 +387,16 @@ def _host_gone(state: State, host_id: str, status: HostStatus, at: float, why: s
 
 @_on(ev.WarmPoolAvailable)
 def _pool_available(state: State, e: ev.WarmPoolAvailable) -> None:
+    pool = state.pools.get(e.job_id)
+    if pool is not None and pool.status is WarmPoolStatus.AVAILABLE:
+        _restate_expiry(state, pool, e)
+        return
     job = state.jobs.get(e.job_id)
     if job is None or not job.retained:
         return
     state.retained.discard(job.job_id)
     job.retained = False
     env = state.environment_of(job.queue)
-    pool = state.pools.get(job.job_id)
     if pool is None:
         pool = WarmPool(
             job.job_id,
@@ -429,6 +420,16 @@ def _pool_available(state: State, e: ev.WarmPoolAvailable) -> None:
     for host_id in e.hosts:
         state.hosts[host_id].holder = job.job_id
     job.hosts = ()
+    state.index_pool(pool)
+
+
+def _restate_expiry(state: State, pool: WarmPool, e: ev.WarmPoolAvailable) -> None:
+    """The pass decided an Available pool's new expiry (after a keep-alive update)."""
+    state.unindex_pool(pool)
+    pool.expires_at = e.expires_at
+    pool.user_terminated = e.rule is ev.Rule.USER_TERMINATED
+    pool.requested_keep_alive = None
+    pool.keep_alive_requested_at = None
     state.index_pool(pool)
 
 
@@ -467,7 +468,15 @@ def _pool_reused(state: State, e: ev.WarmPoolReused) -> None:
 @_on(ev.WarmPoolTerminated)
 def _pool_terminated(state: State, e: ev.WarmPoolTerminated) -> None:
     pool = state.pools.get(e.job_id)
-    if pool is None or pool.status is not WarmPoolStatus.AVAILABLE:
+    if pool is None:
+        return
+    if pool.status is WarmPoolStatus.IN_USE:
+        job = state.jobs.get(e.job_id)
+        if job is not None and job.retained:  # its job ended: no pool opens on this chain
+            lifecycle.end_in_use_pool(pool, e.reason)
+            lifecycle.release(state, job, keep=False)
+        return
+    if pool.status is not WarmPoolStatus.AVAILABLE:
         return
     state.unindex_pool(pool)
     state.charge((pool.queue, pool.share, pool.unit), pool.environment, -pool.count)
@@ -489,15 +498,8 @@ def _keep_alive(state: State, e: ev.WarmPoolKeepAliveUpdated) -> None:
     pool = state.pools.get(e.job_id)
     if pool is None or pool.status is not WarmPoolStatus.AVAILABLE:
         return
-    assert pool.available_since is not None
-    state.unindex_pool(pool)
-    pool.user_terminated = e.keep_alive_seconds == 0
-    # Never in the past: the pool is billed for the time it sat Available until now.
-    pool.expires_at = max(
-        e.at,
-        min(
-            pool.available_since + e.keep_alive_seconds,
-            pool.chain_started_at + lifecycle.MAX_CHAIN_SECONDS,
-        ),
-    )
-    state.index_pool(pool)
+    if not e.pass_decides_expiry:  # recorded when the fold still decided the expiry
+        _restate_expiry(state, pool, upcast.keep_alive_v1(pool, e))
+        return
+    pool.requested_keep_alive = e.keep_alive_seconds  # the next pass decides the expiry
+    pool.keep_alive_requested_at = e.at

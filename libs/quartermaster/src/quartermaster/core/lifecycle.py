@@ -11,12 +11,12 @@ from quartermaster.core.model import (
     Job,
     JobStatus,
     StopCause,
+    WarmPool,
     WarmPoolStatus,
 )
 from quartermaster.core.state import State
 from quartermaster.events import FailureClass, WarmPoolTerminationReason
 
-MAX_CHAIN_SECONDS = 28 * 24 * 3600
 RECENT_PREEMPTIONS = 10
 CAPACITY_REASON = "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
 
@@ -66,15 +66,17 @@ def host_lost(state: State, job: Job, host_id: str, at: float, why: str) -> None
     host_ended(state, job.job_id, job.attempt_no, host_id, at, exit_code=None)
 
 
-def _poolable(job: Job, at: float) -> bool:
+def _poolable(job: Job) -> bool:
+    """The attempt ended in a way that may leave its hosts warm (spec section 5).
+
+    The hosts are only kept: whether a pool opens, and until when (keep-alive, the
+    chain's 28 days), the next pass decides and records.
+    """
     if job.keep_alive_seconds <= 0 or not job.started:
         return False
     if job.failure is FailureClass.INFRASTRUCTURE_ERROR:
         return False
-    if job.stop_cause in (StopCause.PREEMPTED, StopCause.HOST_LOST):
-        return False
-    chain_start = job.chain_started_at
-    return chain_start is None or at < chain_start + MAX_CHAIN_SECONDS
+    return job.stop_cause not in (StopCause.PREEMPTED, StopCause.HOST_LOST)
 
 
 def _finalize(state: State, job: Job, at: float) -> None:
@@ -86,7 +88,7 @@ def _finalize(state: State, job: Job, at: float) -> None:
     attempt = job.attempts[-1]
     attempt.stopped_at = at
     cause = job.stop_cause
-    poolable = _poolable(job, at)
+    poolable = _poolable(job)
     interrupted = cause is not None and job.failure is None
 
     if job.is_terminated:
@@ -164,7 +166,8 @@ def release(state: State, job: Job, keep: bool) -> None:
 
 
 def _end_in_use_pool(state: State, job: Job) -> None:
-    """The pool this job took ends with it when the job leaves no pool of its own."""
+    """The pool this job took ends with it when the job leaves no pool of its own,
+    named after how the attempt ended (a fact of the reports, not a rule)."""
     pool = state.pools.get(job.job_id)
     if pool is None or pool.status is not WarmPoolStatus.IN_USE:
         return
@@ -172,10 +175,12 @@ def _end_in_use_pool(state: State, job: Job) -> None:
         reason = WarmPoolTerminationReason.CAPACITY_RECLAIMED
     elif job.stop_cause is StopCause.HOST_LOST or job.failure is FailureClass.INFRASTRUCTURE_ERROR:
         reason = WarmPoolTerminationReason.HOST_UNHEALTHY
-    elif state.now >= pool.chain_started_at + MAX_CHAIN_SECONDS:
-        reason = WarmPoolTerminationReason.MAX_LIFETIME_REACHED
     else:
         reason = WarmPoolTerminationReason.EXPIRED
+    end_in_use_pool(pool, reason)
+
+
+def end_in_use_pool(pool: WarmPool, reason: WarmPoolTerminationReason) -> None:
     pool.status = WarmPoolStatus.TERMINATED
     pool.termination_reason = reason
     pool.hosts = ()

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from quartermaster.core.model import Job
 from quartermaster.core.state import State
 from quartermaster.events import SharingStrategy
 
 ENV_MAX = "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"
 SHARE_MAX = "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED"
+
+
+class Misfit(NamedTuple):
+    text: str  # the statusReason
+    needed: int
+    allowed: int  # most instances the environment, or the share, can ever give
 
 
 def most_share_can_hold(state: State, queue: str, share_name: str, unit: str) -> int:
@@ -28,17 +36,32 @@ def most_share_can_hold(state: State, queue: str, share_name: str, unit: str) ->
     return most if cap is None else min(most, cap)
 
 
-def reason_for(state: State, job: Job) -> str | None:
+def most_instances(state: State, queue: str, share_name: str, unit: str) -> int:
+    """The largest job of this share and unit that can ever fit (larger ones are misfits)."""
+    env = state.environments.get(state.environment_of(queue))
+    if env is None:
+        return 0
+    return min(env.max_capacity.get(unit, 0), most_share_can_hold(state, queue, share_name, unit))
+
+
+def misfit(state: State, job: Job) -> Misfit | None:
     env = state.environments.get(state.environment_of(job.queue))
     env_max = env.max_capacity.get(job.unit, 0) if env else 0
     if job.count > env_max:
-        return (
+        text = (
             f"{ENV_MAX} - needs {job.count} x {job.unit}; the service environment allows {env_max}"
         )
+        return Misfit(text, job.count, env_max)
     most = most_share_can_hold(state, job.queue, job.share, job.unit)
     if job.count > most:
-        return (
+        text = (
             f"{SHARE_MAX} - needs {job.count} x {job.unit}; quota share {job.share} "
             f"can hold at most {most}"
         )
+        return Misfit(text, job.count, most)
     return None
+
+
+def reason_for(state: State, job: Job) -> str | None:
+    found = misfit(state, job)
+    return found.text if found is not None else None

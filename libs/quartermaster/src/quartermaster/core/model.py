@@ -148,10 +148,6 @@ class Job(msgspec.Struct):
         """Dispatch order inside a share: priority desc, createdAt asc, jobId."""
         return (-self.priority, self.created_at, self.job_id)
 
-    def victim_key(self) -> tuple[int, float, str]:
-        """Preemption order: lowest priority first, then most recently started."""
-        return (self.priority, -self.dispatched_at, self.job_id)
-
     def deadline(self) -> float | None:
         if self.timeout_seconds is None or self.running_at is None:
             return None
@@ -188,3 +184,6 @@ class WarmPool(msgspec.Struct):
     billable_seconds: int = 0
     termination_reason: str | None = None
     user_terminated: bool = False
+    # A keep-alive update the next pass has yet to turn into a new expiry.
+    requested_keep_alive: int | None = None
+    keep_alive_requested_at: float | None = None

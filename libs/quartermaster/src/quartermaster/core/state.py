@@ -21,7 +21,7 @@ from quartermaster.core.model import (
     WarmPool,
     WarmPoolStatus,
 )
-from quartermaster.events import WarmPoolKey
+from quartermaster.core.preemption import victim_order
 
 ShareKey = tuple[str, str, str]  # (queue, share, unit)
 EnvUnit = tuple[str, str]  # (environment, unit)
@@ -42,7 +42,7 @@ class State:
         self.pools: dict[str, WarmPool] = {}
         # -- derived indexes --
         self.runnable: dict[ShareKey, SortedList] = defaultdict(SortedList)
-        self.victims: dict[ShareKey, SortedList] = defaultdict(SortedList)
+        self.victims: dict[ShareKey, SortedList] = defaultdict(SortedList)  # victim_order
         self.use: dict[ShareKey, int] = defaultdict(int)  # units held, per share and unit
         self.stopping: dict[ShareKey, int] = defaultdict(int)  # of `use`: stop not confirmed
         self.env_use: dict[EnvUnit, int] = defaultdict(int)
@@ -104,10 +104,10 @@ class State:
         self.runnable[self.share_key(job)].discard((*job.order_key(), job.job_id))
 
     def add_victim(self, job: Job) -> None:
-        self.victims[self.share_key(job)].add((*job.victim_key(), job.job_id))
+        self.victims[self.share_key(job)].add(victim_order(job))  # ends with the job id
 
     def drop_victim(self, job: Job) -> None:
-        self.victims[self.share_key(job)].discard((*job.victim_key(), job.job_id))
+        self.victims[self.share_key(job)].discard(victim_order(job))
 
     def set_deadline(self, job: Job) -> None:
         deadline = job.deadline()
@@ -129,14 +129,6 @@ class State:
         assert pool.expires_at is not None
         self.available_pools[(pool.environment, pool.unit)].discard((pool.expires_at, pool.job_id))
         self.pool_expiries.discard((pool.expires_at, pool.job_id))
-
-    def matching_pools(self, env: str, unit: str, key: WarmPoolKey) -> list[WarmPool]:
-        """Available pools that `key` may reuse, the one expiring first first."""
-        return [
-            self.pools[pid]
-            for _, pid in self.available_pools[(env, unit)]
-            if self.pools[pid].key == key
-        ]
 
     def is_available(self, pool_id: str | None) -> bool:
         if pool_id is None:

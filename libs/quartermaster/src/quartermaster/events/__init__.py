@@ -51,6 +51,8 @@ from quartermaster.events.pools import (
     WarmPoolReused,
     WarmPoolTerminated,
 )
+from quartermaster.events.reasons import Rule
+from quartermaster.events.upcast import same_decision
 
 AnyEvent: TypeAlias = (
     ServiceEnvironmentCreated
@@ -148,6 +150,7 @@ __all__ = [
     "QuotaShareCreated",
     "QuotaShareDeleted",
     "QuotaShareUpdated",
+    "Rule",
     "SchedulingPolicyCreated",
     "ServiceEnvironmentCreated",
     "ServiceEnvironmentUpdated",
@@ -163,6 +166,7 @@ __all__ = [
     "decode",
     "encode",
     "from_json",
+    "same_decision",
     "tag_of",
     "to_json",
 ]

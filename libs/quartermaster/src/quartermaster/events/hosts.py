@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from quartermaster.events.base import Event, Request
+from quartermaster.events.reasons import Rule
 
 
 class HostRegistered(Event, frozen=True, tag="host.registered"):
@@ -18,8 +19,13 @@ class HostHeartbeat(Event, frozen=True, tag="host.heartbeat"):
 
 
 class HostLost(Event, frozen=True, tag="host.lost"):
+    """Decision: the host is gone (no heartbeat); its attempts lose their capacity."""
+
     host_id: str
     reason: str = "heartbeat timeout"
+    rule: Rule = Rule.CAPACITY_FAILURE
+    last_heartbeat_at: float | None = None
+    heartbeat_timeout_seconds: float | None = None
 
 
 class HostDrained(Request, frozen=True, tag="host.drained"):

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import msgspec
 
+from quartermaster.events import upcast
 from quartermaster.events.base import Event, FailureClass, Request
+from quartermaster.events.reasons import Rule
 
 
 class EvaluateOnExit(msgspec.Struct, frozen=True):
@@ -66,21 +68,42 @@ class JobTerminationRequested(Request, frozen=True, tag="job.termination_request
 
 
 class JobDispatched(Event, frozen=True, tag="job.dispatched"):
-    """Decision: the attempt runs on these hosts (all at once), maybe on a warm pool."""
+    """Decision: the attempt runs on these hosts (all at once), maybe on a warm pool.
+
+    `rule` is OWN_QUOTA or BORROWED: the units its share holds with this job
+    (`share_units`) against the share's own limit (`share_limit`).
+    """
 
     job_id: str
     attempt: int
     hosts: tuple[str, ...]
     warm_pool: str | None = None  # job id whose Available pool is taken
+    rule: Rule | None = None  # None: recorded before decisions carried their rule
+    share_units: int | None = None
+    share_limit: int | None = None
 
 
 class JobPreemptionRequested(Event, frozen=True, tag="job.preemption_requested"):
-    """Decision: stop this attempt so another job can run (SIGTERM, grace, SIGKILL)."""
+    """Decision: stop this attempt so another job can run (SIGTERM, grace, SIGKILL).
+
+    `rule` RECLAIM: `lender_share` takes back units the victim's share borrows
+    (`units_borrowed` above its own limit); LIMIT_LOWERED: the same for units above
+    a lowered limit; IN_SHARE: `for_job` outranks the victim by `priority_gap`.
+    """
 
     job_id: str
     attempt: int
     reason: str
     for_job: str
+    rule: Rule | None = None
+    lender_share: str | None = None
+    units_borrowed: int | None = None
+    priority_gap: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.rule is None:  # upcast: older records name the rule in their text only
+            rule, lender = upcast.preemption(self.reason)
+            upcast.fill(self, rule=rule, lender_share=self.lender_share or lender)
 
 
 class JobTimedOut(Event, frozen=True, tag="job.timed_out"):
@@ -89,13 +112,18 @@ class JobTimedOut(Event, frozen=True, tag="job.timed_out"):
     job_id: str
     attempt: int
     reason: str
+    rule: Rule = Rule.TIMEOUT
+    timeout_seconds: int | None = None  # the limit in force
 
 
 class JobStatusReasonSet(Event, frozen=True, tag="job.status_reason_set"):
-    """Decision: a waiting job's human-readable reason (e.g. MISCONFIGURATION)."""
+    """Decision: a job that can never fit says why (MISCONFIGURATION)."""
 
     job_id: str
     reason: str
+    rule: Rule = Rule.MISCONFIGURATION
+    instances_needed: int | None = None
+    instances_allowed: int | None = None  # most the environment or the share can give
 
 
 class JobStopConfirmed(Event, frozen=True, tag="job.stop_confirmed"):
@@ -144,10 +172,16 @@ class JobRetried(Event, frozen=True, tag="job.retried"):
     job_id: str
     attempt: int  # the new attempt's number
     reason: str
+    rule: Rule = Rule.RETRY
+    attempts_allowed: int | None = None  # retryStrategy.attempts
+    exit_rule_index: int | None = None  # the evaluateOnExit rule that matched; None: none did
 
 
 class JobFinallyFailed(Event, frozen=True, tag="job.finally_failed"):
-    """Decision: a failed attempt ends the job (retries used up or EXIT matched)."""
+    """Decision: a failed attempt ends the job (RETRIES_EXHAUSTED or EXIT_RULE)."""
 
     job_id: str
     reason: str
+    rule: Rule | None = None
+    attempts_used: int | None = None
+    exit_rule_index: int | None = None

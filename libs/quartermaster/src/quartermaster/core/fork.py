@@ -1,0 +1,128 @@
+"""A copy of the state to try things on (a dry run), copied only where it is touched.
+
+A full copy of 100k jobs takes about a second (snapshot and restore); a dry run
+folds a submission and a few decisions. A fork shares everything with the
+original until the fold reaches for it: an entity is copied the first time it
+is looked up, an index list the first time it is taken by key (every change
+goes through `State` methods that do so). Small containers are copied at once.
+Nothing done to the fork changes the original.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from sortedcontainers import SortedList
+
+from quartermaster.core.model import Job
+from quartermaster.core.state import State
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class _CopyOnTouch(dict[K, V]):
+    """Values are the original's until `[key]` takes them: then a copy, this fork's own.
+
+    `get`, `values` and `items` take values too (copies); keys, `in` and `len`
+    never copy.
+    """
+
+    def __init__(self, base: dict[K, V], copier: Callable[[V], V], default: Callable[[], V] | None):
+        super().__init__(base)
+        self._copier = copier
+        self._default = default
+        self._own: set[K] = set()
+
+    def __getitem__(self, key: K) -> V:
+        if key not in self._own:
+            if dict.__contains__(self, key):
+                dict.__setitem__(self, key, self._copier(dict.__getitem__(self, key)))
+            elif self._default is not None:
+                dict.__setitem__(self, key, self._default())
+            else:
+                raise KeyError(key)
+            self._own.add(key)
+        return dict.__getitem__(self, key)
+
+    def __setitem__(self, key: K, value: V) -> None:
+        dict.__setitem__(self, key, value)
+        self._own.add(key)
+
+    def get(self, key: K, default: Any = None) -> Any:
+        return self[key] if dict.__contains__(self, key) else default
+
+    def values(self) -> list[V]:  # type: ignore[override]
+        return [self[key] for key in list(self)]
+
+    def items(self) -> list[tuple[K, V]]:  # type: ignore[override]
+        return [(key, self[key]) for key in list(self)]
+
+    def pop(self, key: K, *default: Any) -> Any:
+        if dict.__contains__(self, key):
+            value = self[key]
+            dict.__delitem__(self, key)
+            return value
+        if default:
+            return default[0]
+        raise KeyError(key)
+
+
+class _IndexCopyOnTouch(_CopyOnTouch[K, SortedList]):
+    """An index: reading a list with `get` shares it (the pass only reads)."""
+
+    def get(self, key: K, default: Any = None) -> Any:
+        return dict.get(self, key, default)
+
+
+def _job(job: Job) -> Job:
+    mine = copy.copy(job)
+    copies = {id(a): copy.copy(a) for a in job.attempts}
+    mine.attempts = [copies[id(a)] for a in job.attempts]
+    mine.recent_preemptions = [copies.get(id(a), a) for a in job.recent_preemptions]
+    mine.ended_hosts = list(job.ended_hosts)
+    mine.tags = dict(job.tags)
+    return mine
+
+
+def _index(base: dict[Any, SortedList]) -> _IndexCopyOnTouch[Any]:
+    return _IndexCopyOnTouch(base, SortedList, SortedList)
+
+
+_HOW: dict[str, Callable[[Any], Any]] = {
+    "now": lambda v: v,
+    "seq": lambda v: v,
+    "environments": dict,
+    "policies": dict,
+    "queues": lambda v: {k: copy.copy(q) for k, q in v.items()},
+    "shares": dict,  # the fold replaces a share, never changes one in place
+    "jobs": lambda v: _CopyOnTouch(v, _job, None),
+    "hosts": lambda v: _CopyOnTouch(v, copy.copy, None),
+    "pools": lambda v: _CopyOnTouch(v, copy.copy, None),
+    "runnable": _index,
+    "victims": _index,
+    "use": lambda v: defaultdict(int, v),
+    "stopping": lambda v: defaultdict(int, v),
+    "env_use": lambda v: defaultdict(int, v),
+    "free_unbound": _index,
+    "free_bound": _index,
+    "available_pools": _index,
+    "deadlines": SortedList,
+    "pool_expiries": SortedList,
+    "awaiting_outcome": set,
+    "retained": set,
+}
+
+
+def fork(state: State) -> State:
+    """A state equal to `state` that can be folded and decided on without touching it."""
+    forked = State.__new__(State)
+    for name, value in vars(state).items():
+        how = _HOW.get(name)
+        if how is None:  # a new State attribute: say how a fork copies it
+            raise TypeError(f"fork does not know how to copy State.{name}")
+        setattr(forked, name, how(value))
+    return forked
