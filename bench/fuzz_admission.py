@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import dataclasses
 import datetime as dt
 import gc
@@ -904,6 +905,7 @@ class Fuzzer:
                     await self.check_member_writes()
                 await self.check_alive(phase)
             self.report.elapsed_s = time.perf_counter() - started
+            await self.end_jobs()
         gc.collect()
         self.report.rss_after_kib = rss_kib()
         self.report.rss_peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -1056,6 +1058,8 @@ class Fuzzer:
         problem = self.breach(call, code)
         if problem:
             r.violations.append(dataclasses.replace(finding, kind=problem))
+        if call.role in MEMBER_SHARE:
+            self.check_leak(call, reply + details.encode())
         if code == grpc.StatusCode.OK and call.role in MEMBER_SHARE:
             self.after_member_ok(call, reply)
 
@@ -1082,20 +1086,24 @@ class Fuzzer:
             return "write accepted in a refused-only phase"
         return ""
 
-    def after_member_ok(self, call: Call, reply: bytes) -> None:
-        role, rpc = call.role, call.rpc
-        other = self.world.other(MEMBER_SHARE[role])
-        leaked = [s for s in self.secrets[other] if s in reply]
+    def check_leak(self, call: Call, answer: bytes) -> None:
+        """The other share's job ids and names must not reach a member (unless it sent them)."""
+        other = self.world.other(MEMBER_SHARE[call.role])
+        sent = call.request if isinstance(call.request, bytes) else call.request.SerializeToString()
+        leaked = [s for s in self.secrets[other] if s in answer and s not in sent]
         if leaked:
             self.report.violations.append(
                 Finding(
                     "leak",
-                    role,
-                    rpc.name,
-                    f"the reply holds {other}'s {leaked[0].decode()!r}",
+                    call.role,
+                    call.rpc.name,
+                    f"the answer holds {other}'s {leaked[0].decode()!r}",
                     _short(call.request),
                 )
             )
+
+    def after_member_ok(self, call: Call, reply: bytes) -> None:
+        role, rpc = call.role, call.rpc
         if not rpc.writes or isinstance(call.request, bytes):
             return
         if rpc.name == "SubmitServiceJob":
@@ -1282,6 +1290,39 @@ class Fuzzer:
             elif method.startswith("Submit"):
                 self.world.jobs[share].append(job_id)
                 self.secrets[share].append(job_id.encode())
+
+    async def end_jobs(self, timeout: float = 60.0) -> None:
+        """Terminate every job and wait until none runs: the process runtime keeps a
+        job's processes alive when its agent stops (they resume on the next start)."""
+        live = (pb.JOB_STATUS_SCHEDULED, pb.JOB_STATUS_STARTING, pb.JOB_STATUS_RUNNING)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            running = 0
+            queues = await self.admin(
+                "/qm.v1.QuotaManagement/DescribeJobQueues",
+                pb.DescribeJobQueuesRequest(max_results=1000),
+                pb.DescribeJobQueuesResponse,
+            )
+            for queue in queues.job_queues:
+                jobs = await self.admin(
+                    "/qm.v1.ServiceJobs/ListServiceJobs",
+                    pb.ListServiceJobsRequest(job_queue=queue.job_queue_name, max_results=1000),
+                    pb.ListServiceJobsResponse,
+                )
+                for job in jobs.job_summary_list:
+                    if job.status in live:
+                        running += 1
+                    if job.status in (pb.JOB_STATUS_SUCCEEDED, pb.JOB_STATUS_FAILED):
+                        continue
+                    with contextlib.suppress(grpc.aio.AioRpcError):  # ended meanwhile
+                        await self.admin(
+                            "/qm.v1.ServiceJobs/TerminateServiceJob",
+                            pb.TerminateServiceJobRequest(job_id=job.job_id, reason="fuzz over"),
+                            pb.TerminateServiceJobResponse,
+                        )
+            if not running:
+                return
+            await asyncio.sleep(0.5)
 
     async def check_alive(self, phase: str) -> None:
         health = health_pb2_grpc.HealthStub(self.channel)

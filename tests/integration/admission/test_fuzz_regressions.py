@@ -8,6 +8,8 @@
 3. GetJobQueueSnapshot showed a member the other shares' job ids and names.
 4. Bytes that are no message of the RPC's type were answered UNKNOWN from inside
    gRPC's deserializer; now INVALID_ARGUMENT.
+5. A member reusing another share's client token (they are per queue) was told that
+   share's job id in the ALREADY_EXISTS message.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from qm_admission.errors import Code, RequestRejected
 from qm_admission.servicers import Backends, QuotaManagement, ServiceJobs, WarmPools
 from qm_admission.servicers.explain import HIDDEN
 from qm_admission.settings import Settings
+from qm_admission.submission import SubmissionPlanner
+from qm_admission.tokens import job_id_for_token
 from qm_admission.writer import Plan, Written
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.auth import Principal, Role, ShareRef, issue_token
@@ -228,3 +232,40 @@ async def test_bytes_that_are_no_request_message_are_invalid_argument(
             await admission.channel.unary_unary(path)(garbage, timeout=10)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
     assert "not a valid message" in (err.value.details() or "")
+
+
+# ---- 5. client tokens -------------------------------------------------------------------
+
+
+class ClaimedElsewhere:
+    """A read model where the token was claimed for another request (B's job)."""
+
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+
+    async def claim_client_token(
+        self, token: str, queue: str, digest: str, job_id: str
+    ) -> tuple[str, str]:
+        return self.job_id, "the digest of B's request"
+
+
+@pytest.mark.parametrize(("principal", "shown"), [(MEMBER_A, False), (AUDITOR, True)])
+async def test_another_shares_client_token_does_not_reveal_its_job(
+    principal: Principal, shown: bool
+) -> None:
+    theirs = job_id_for_token("q", "nightly-1")
+    w = _world_with_b_job()
+    w.submit(a_job(name="nightly").in_share("B"), job_id=theirs)
+    planner = SubmissionPlanner(ClaimedElsewhere(theirs), 3600)  # type: ignore[arg-type]
+    request = pb.SubmitServiceJobRequest(
+        job_name="mine", job_queue="q", quota_share_name="A", client_token="nightly-1"
+    )
+    token = access.current.set(principal)
+    try:
+        plan = await planner.plan([request], w.state, 2_000.0)
+    finally:
+        access.current.reset(token)
+    (outcome,) = plan.result
+    assert isinstance(outcome, RequestRejected)
+    assert (outcome.code, outcome.field) == (Code.ALREADY_EXISTS, "client_token")
+    assert (theirs in outcome.message) is shown

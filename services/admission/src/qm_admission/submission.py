@@ -11,7 +11,7 @@ own result.
 
 from __future__ import annotations
 
-from qm_admission import validation
+from qm_admission import access, validation
 from qm_admission.errors import RequestRejected, already_exists
 from qm_admission.ports import ReadModelPort
 from qm_admission.tokens import job_id_for_token, new_job_id, request_hash, submit_msg_id
@@ -81,7 +81,8 @@ class SubmissionPlanner:
         if claimed_digest != digest:
             raise already_exists(
                 "client_token",
-                f"client token {token!r} was used for a different request (job {claimed_id})",
+                f"client token {token!r} was used for a different request"
+                + _job_if_readable(state, claimed_id),
             )
         if claimed_id != job_id:  # a claim made under another id scheme: answer that job
             return claimed_id, False
@@ -98,3 +99,12 @@ class SubmissionPlanner:
             at=at,
             max_keep_alive_seconds=self._max_keep_alive_seconds,
         )
+
+
+def _job_if_readable(state: State, job_id: str) -> str:
+    """` (job <id>)` when the caller may read that job: a member guessing another
+    share's client token must not learn that share's job id."""
+    job = state.jobs.get(job_id)
+    if job is None or not access.caller().reads_share(job.queue, job.share):
+        return ""
+    return f" (job {job_id})"
