@@ -190,9 +190,10 @@ class System:
         """A gRPC target naming both replicas: the channel fails over between them."""
         return "ipv4:" + ",".join(f"{self.hosts[n].address}:50051" for n in ("adm1", "adm2"))
 
-    def stream_leader(self, stream: str = "QM") -> int:
+    def stream_leader(self, stream: str = "QM") -> int | None:
         """Index of the NATS node leading `stream`, asked from the client's host (the
-        harness's own namespace has no route to the hosts, by design)."""
+        harness's own namespace has no route to the hosts, by design); None while
+        the cluster cannot say (an election)."""
         assert self.nats is not None
         probe = (
             "import asyncio, sys, nats\n"
@@ -203,14 +204,18 @@ class System:
             "    await nc.close()\n"
             "asyncio.run(main())\n"
         )
-        answer = subprocess.run(
-            [*self.hosts["client"].launcher, sys.executable, "-c", probe, self.nats.url, stream],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        return self.nats.index_of(answer.stdout.strip())
+        argv = [*self.hosts["client"].launcher, sys.executable, "-c", probe, self.nats.url, stream]
+        try:
+            answer = subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            )
+            return self.nats.index_of(answer.stdout.strip())
+        except (subprocess.SubprocessError, KeyError):
+            return None
 
     # ---- reading the logs -------------------------------------------------------------
     def _wait_for_log(self, name: str, text: str, timeout_s: float = 30.0) -> None:
