@@ -203,8 +203,8 @@ def test_2000_jobs_over_hosts_survive_faults(system: System) -> None:
     # ---- 0 run twice: one run per (job, attempt), on that attempt's host --------
     runs: dict[tuple[str, int], list[str]] = defaultdict(list)
     for marker in markers.iterdir():
-        job_id, attempt, host, _pid = marker.name.rsplit(".", 3)
-        runs[(job_id, int(attempt))].append(host)
+        job_id, attempt_no, host, _pid = marker.name.rsplit(".", 3)
+        runs[(job_id, int(attempt_no))].append(host)
     twice = {key: hosts for key, hosts in runs.items() if len(hosts) > 1}
     assert not twice, f"attempts run more than once: {list(twice.items())[:5]}"
     by_id = {job["job_id"]: job for job in jobs.values()}
