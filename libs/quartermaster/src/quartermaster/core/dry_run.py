@@ -13,7 +13,7 @@ import msgspec
 from quartermaster import events as ev
 from quartermaster.core.decide import DEFAULT_POLICY, PassPolicy, settle
 from quartermaster.core.fold import fold
-from quartermaster.core.fork import fork
+from quartermaster.core.fork import fork, seal
 from quartermaster.core.state import State
 from quartermaster.core.wait_reasons import WaitReason
 from quartermaster.core.waiting import why_waiting
@@ -37,6 +37,7 @@ def dry_run(
     probe = fork(state)
     fold(probe, submission)
     decided = settle(probe, policy)
+    seal(probe)  # only read from here on
     job_id = submission.job_id
     preempts = tuple(
         d.job_id

@@ -48,6 +48,9 @@ class _CopyOnTouch(dict[K, V]):
             self._own.add(key)
         return dict.__getitem__(self, key)
 
+    def seal(self) -> None:
+        self._copier = _same
+
     def __setitem__(self, key: K, value: V) -> None:
         dict.__setitem__(self, key, value)
         self._own.add(key)
@@ -76,6 +79,10 @@ class _IndexCopyOnTouch(_CopyOnTouch[K, SortedList]):
 
     def get(self, key: K, default: Any = None) -> Any:
         return dict.get(self, key, default)
+
+
+def _same(value: V) -> V:
+    return value
 
 
 def _job(job: Job) -> Job:
@@ -115,6 +122,13 @@ _HOW: dict[str, Callable[[Any], Any]] = {
     "awaiting_outcome": set,
     "retained": set,
 }
+
+
+def seal(forked: State) -> None:
+    """The fork will not be changed any more: from now on reads share, not copy."""
+    for value in vars(forked).values():
+        if isinstance(value, _CopyOnTouch):
+            value.seal()
 
 
 def fork(state: State) -> State:
