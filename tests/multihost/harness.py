@@ -133,6 +133,7 @@ class Managed:
     argv: tuple[str, ...]
     env: dict[str, str]
     log_file: Path
+    stop_signal: int = signal.SIGTERM
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
     kills: list[float] = field(default_factory=list)  # monotonic times of SIGKILLs
@@ -157,8 +158,10 @@ class Processes:
         env: Mapping[str, str],
         *,
         as_user: str | None = None,
+        stop_signal: int = signal.SIGTERM,
     ) -> Managed:
-        """Run `argv` on `host` with `env` added to this process's environment."""
+        """Run `argv` on `host` with `env` added to this process's environment;
+        `stop_signal` is what `stop_all` sends first (Postgres: SIGINT, fast shutdown)."""
         prefix = list(host.launcher)
         if as_user is not None:  # setpriv execs too: the pid stays the program's
             prefix += ["setpriv", f"--reuid={as_user}", f"--regid={as_user}", "--clear-groups"]
@@ -168,6 +171,7 @@ class Processes:
             (*prefix, *argv),
             {**os.environ, **env},
             self.log_dir / f"{name}.log",
+            stop_signal,
         )
         self.programs[name] = program
         self._launch(program)
@@ -192,11 +196,13 @@ class Processes:
 
     def stop_all(self, timeout_s: float = 10.0) -> None:
         """SIGTERM every program, wait, then SIGKILL; never raises."""
-        running = [p.process for p in self.programs.values() if p.process is not None]
-        for process in running:
+        programs = [p for p in self.programs.values() if p.process is not None]
+        running = [p.process for p in programs if p.process is not None]
+        for program in programs:
+            assert program.process is not None
             with contextlib.suppress(ProcessLookupError):
-                if process.poll() is None:
-                    process.send_signal(signal.SIGTERM)
+                if program.process.poll() is None:
+                    program.process.send_signal(program.stop_signal)
         deadline = time.monotonic() + timeout_s
         for process in running:
             try:

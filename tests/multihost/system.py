@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -118,6 +119,7 @@ class System:
             ],
             {},
             as_user=PG_USER,
+            stop_signal=signal.SIGINT,  # fast shutdown: do not wait for clients
         )
         self._wait_for_log("pg", "database system is ready to accept connections")
         return f"postgresql://postgres@{host.address}:5432/postgres"
