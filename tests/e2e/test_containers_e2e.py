@@ -144,3 +144,37 @@ def test_a_part_that_cannot_start_is_reported_and_nothing_is_left() -> None:
     with pytest.raises(StackStartError, match=r"(?s)admission exited \(2\).*grpc_port"), stack:
         pytest.fail("the stack must not start")
     assert containers_of(stack) == []
+
+
+def leader(stack: QuartermasterStack) -> str | None:
+    """The running scheduler whose log says it leads a queue (and not that it stopped)."""
+    for name in ("scheduler-1", "scheduler-2"):
+        container = stack.containers[name].get_wrapped_container()
+        container.reload()
+        if container.status != "running":
+            continue
+        lines = stack.logs(name).splitlines()
+        leads = [i for i, line in enumerate(lines) if " leading " in line]
+        lost = [i for i, line in enumerate(lines) if "no longer leading" in line]
+        if leads and (not lost or leads[-1] > lost[-1]):
+            return name
+    return None
+
+
+def test_the_standby_scheduler_takes_over_when_the_leader_is_killed() -> None:
+    stack = QuartermasterStack(nodes=1, secure=False)
+    with stack:
+        c = stack.client
+        queue = setup_queue(c, 1, [("A", 1, "RESERVE", None, False)])
+        job = training_job(command=["sh", "-c", "exit 0"], instance_type=UNIT)
+        first = queue.submit(job, "first", "A")
+        until("first succeeded", lambda: status(c, first.job_id) == "SUCCEEDED")
+        first_leader = leader(stack)
+        assert first_leader is not None
+        stack.containers[first_leader].get_wrapped_container().kill()
+        second = queue.submit(job, "second", "A")
+        until("second succeeded", lambda: status(c, second.job_id) == "SUCCEEDED")
+        assert leader(stack) not in (None, first_leader)
+        killed = stack.containers[first_leader].get_wrapped_container()
+        killed.reload()
+        assert killed.status == "exited", "a killed scheduler is not restarted by its policy"
