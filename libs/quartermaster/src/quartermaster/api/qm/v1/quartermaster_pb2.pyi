@@ -74,6 +74,20 @@ class NodeState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     NODE_STATE_HEALTHY: _ClassVar[NodeState]
     NODE_STATE_DRAINED: _ClassVar[NodeState]
     NODE_STATE_LOST: _ClassVar[NodeState]
+
+class WaitReasonCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    WAIT_REASON_CODE_UNSPECIFIED: _ClassVar[WaitReasonCode]
+    WAIT_REASON_CODE_SHARE_AT_LIMIT: _ClassVar[WaitReasonCode]
+    WAIT_REASON_CODE_BORROW_LIMIT_REACHED: _ClassVar[WaitReasonCode]
+    WAIT_REASON_CODE_NO_LENDABLE_CAPACITY: _ClassVar[WaitReasonCode]
+    WAIT_REASON_CODE_RESERVE_HELD_BACK: _ClassVar[WaitReasonCode]
+    WAIT_REASON_CODE_BEHIND_IN_SHARE: _ClassVar[WaitReasonCode]
+    WAIT_REASON_CODE_WAITING_FOR_STOP: _ClassVar[WaitReasonCode]
+    WAIT_REASON_CODE_NOT_ENOUGH_FREE_HOSTS: _ClassVar[WaitReasonCode]
+    WAIT_REASON_CODE_MISCONFIGURATION: _ClassVar[WaitReasonCode]
+    WAIT_REASON_CODE_ENVIRONMENT_DISABLED: _ClassVar[WaitReasonCode]
+    WAIT_REASON_CODE_AWAITING_PASS: _ClassVar[WaitReasonCode]
 SERVICE_ENVIRONMENT_STATE_UNSPECIFIED: ServiceEnvironmentState
 SERVICE_ENVIRONMENT_STATE_ENABLED: ServiceEnvironmentState
 SERVICE_ENVIRONMENT_STATE_DISABLED: ServiceEnvironmentState
@@ -112,6 +126,39 @@ NODE_STATE_UNSPECIFIED: NodeState
 NODE_STATE_HEALTHY: NodeState
 NODE_STATE_DRAINED: NodeState
 NODE_STATE_LOST: NodeState
+WAIT_REASON_CODE_UNSPECIFIED: WaitReasonCode
+WAIT_REASON_CODE_SHARE_AT_LIMIT: WaitReasonCode
+WAIT_REASON_CODE_BORROW_LIMIT_REACHED: WaitReasonCode
+WAIT_REASON_CODE_NO_LENDABLE_CAPACITY: WaitReasonCode
+WAIT_REASON_CODE_RESERVE_HELD_BACK: WaitReasonCode
+WAIT_REASON_CODE_BEHIND_IN_SHARE: WaitReasonCode
+WAIT_REASON_CODE_WAITING_FOR_STOP: WaitReasonCode
+WAIT_REASON_CODE_NOT_ENOUGH_FREE_HOSTS: WaitReasonCode
+WAIT_REASON_CODE_MISCONFIGURATION: WaitReasonCode
+WAIT_REASON_CODE_ENVIRONMENT_DISABLED: WaitReasonCode
+WAIT_REASON_CODE_AWAITING_PASS: WaitReasonCode
+
+class WaitReason(_message.Message):
+    __slots__ = ("code", "message", "instances_needed", "share_units", "share_limit", "units_free", "jobs_ahead", "job_ids", "quota_share_names")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_NEEDED_FIELD_NUMBER: _ClassVar[int]
+    SHARE_UNITS_FIELD_NUMBER: _ClassVar[int]
+    SHARE_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    UNITS_FREE_FIELD_NUMBER: _ClassVar[int]
+    JOBS_AHEAD_FIELD_NUMBER: _ClassVar[int]
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_SHARE_NAMES_FIELD_NUMBER: _ClassVar[int]
+    code: WaitReasonCode
+    message: str
+    instances_needed: int
+    share_units: int
+    share_limit: int
+    units_free: int
+    jobs_ahead: int
+    job_ids: _containers.RepeatedScalarFieldContainer[str]
+    quota_share_names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, code: _Optional[_Union[WaitReasonCode, str]] = ..., message: _Optional[str] = ..., instances_needed: _Optional[int] = ..., share_units: _Optional[int] = ..., share_limit: _Optional[int] = ..., units_free: _Optional[int] = ..., jobs_ahead: _Optional[int] = ..., job_ids: _Optional[_Iterable[str]] = ..., quota_share_names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CapacityLimit(_message.Message):
     __slots__ = ("capacity_unit", "max_capacity")
@@ -352,7 +399,7 @@ class GetJobQueueSnapshotRequest(_message.Message):
     def __init__(self, job_queue: _Optional[str] = ..., max_results: _Optional[int] = ...) -> None: ...
 
 class FrontOfQueueJob(_message.Message):
-    __slots__ = ("job_id", "job_name", "job_arn", "quota_share_name", "scheduling_priority", "created_at", "status_reason")
+    __slots__ = ("job_id", "job_name", "job_arn", "quota_share_name", "scheduling_priority", "created_at", "status_reason", "wait_reason")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_NAME_FIELD_NUMBER: _ClassVar[int]
     JOB_ARN_FIELD_NUMBER: _ClassVar[int]
@@ -360,6 +407,7 @@ class FrontOfQueueJob(_message.Message):
     SCHEDULING_PRIORITY_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
+    WAIT_REASON_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_name: str
     job_arn: str
@@ -367,7 +415,8 @@ class FrontOfQueueJob(_message.Message):
     scheduling_priority: int
     created_at: int
     status_reason: str
-    def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., job_arn: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., scheduling_priority: _Optional[int] = ..., created_at: _Optional[int] = ..., status_reason: _Optional[str] = ...) -> None: ...
+    wait_reason: WaitReason
+    def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., job_arn: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., scheduling_priority: _Optional[int] = ..., created_at: _Optional[int] = ..., status_reason: _Optional[str] = ..., wait_reason: _Optional[_Union[WaitReason, _Mapping]] = ...) -> None: ...
 
 class QuotaShareSnapshot(_message.Message):
     __slots__ = ("quota_share_name", "head_job_ids", "capacity_usage")
@@ -558,7 +607,7 @@ class ServiceJobTimeout(_message.Message):
     def __init__(self, attempt_duration_seconds: _Optional[int] = ...) -> None: ...
 
 class SubmitServiceJobRequest(_message.Message):
-    __slots__ = ("job_name", "job_queue", "quota_share_name", "service_job_type", "service_request_payload", "scheduling_priority", "retry_strategy", "preemption_configuration", "timeout_config", "tags", "client_token")
+    __slots__ = ("job_name", "job_queue", "quota_share_name", "service_job_type", "service_request_payload", "scheduling_priority", "retry_strategy", "preemption_configuration", "timeout_config", "tags", "client_token", "dry_run")
     class TagsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -577,6 +626,7 @@ class SubmitServiceJobRequest(_message.Message):
     TIMEOUT_CONFIG_FIELD_NUMBER: _ClassVar[int]
     TAGS_FIELD_NUMBER: _ClassVar[int]
     CLIENT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     job_name: str
     job_queue: str
     quota_share_name: str
@@ -588,17 +638,38 @@ class SubmitServiceJobRequest(_message.Message):
     timeout_config: ServiceJobTimeout
     tags: _containers.ScalarMap[str, str]
     client_token: str
-    def __init__(self, job_name: _Optional[str] = ..., job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., service_job_type: _Optional[str] = ..., service_request_payload: _Optional[str] = ..., scheduling_priority: _Optional[int] = ..., retry_strategy: _Optional[_Union[ServiceJobRetryStrategy, _Mapping]] = ..., preemption_configuration: _Optional[_Union[ServiceJobPreemptionConfiguration, _Mapping]] = ..., timeout_config: _Optional[_Union[ServiceJobTimeout, _Mapping]] = ..., tags: _Optional[_Mapping[str, str]] = ..., client_token: _Optional[str] = ...) -> None: ...
+    dry_run: bool
+    def __init__(self, job_name: _Optional[str] = ..., job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., service_job_type: _Optional[str] = ..., service_request_payload: _Optional[str] = ..., scheduling_priority: _Optional[int] = ..., retry_strategy: _Optional[_Union[ServiceJobRetryStrategy, _Mapping]] = ..., preemption_configuration: _Optional[_Union[ServiceJobPreemptionConfiguration, _Mapping]] = ..., timeout_config: _Optional[_Union[ServiceJobTimeout, _Mapping]] = ..., tags: _Optional[_Mapping[str, str]] = ..., client_token: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class DryRunResult(_message.Message):
+    __slots__ = ("would_start", "host_ids", "warm_pool_job_id", "rule", "preempted_job_ids", "terminated_warm_pool_job_ids", "wait_reason")
+    WOULD_START_FIELD_NUMBER: _ClassVar[int]
+    HOST_IDS_FIELD_NUMBER: _ClassVar[int]
+    WARM_POOL_JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTED_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    TERMINATED_WARM_POOL_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_REASON_FIELD_NUMBER: _ClassVar[int]
+    would_start: bool
+    host_ids: _containers.RepeatedScalarFieldContainer[str]
+    warm_pool_job_id: str
+    rule: str
+    preempted_job_ids: _containers.RepeatedScalarFieldContainer[str]
+    terminated_warm_pool_job_ids: _containers.RepeatedScalarFieldContainer[str]
+    wait_reason: WaitReason
+    def __init__(self, would_start: _Optional[bool] = ..., host_ids: _Optional[_Iterable[str]] = ..., warm_pool_job_id: _Optional[str] = ..., rule: _Optional[str] = ..., preempted_job_ids: _Optional[_Iterable[str]] = ..., terminated_warm_pool_job_ids: _Optional[_Iterable[str]] = ..., wait_reason: _Optional[_Union[WaitReason, _Mapping]] = ...) -> None: ...
 
 class SubmitServiceJobResponse(_message.Message):
-    __slots__ = ("job_id", "job_name", "job_arn")
+    __slots__ = ("job_id", "job_name", "job_arn", "dry_run_result")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_NAME_FIELD_NUMBER: _ClassVar[int]
     JOB_ARN_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_RESULT_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_name: str
     job_arn: str
-    def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., job_arn: _Optional[str] = ...) -> None: ...
+    dry_run_result: DryRunResult
+    def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., job_arn: _Optional[str] = ..., dry_run_result: _Optional[_Union[DryRunResult, _Mapping]] = ...) -> None: ...
 
 class SubmitServiceJobsRequest(_message.Message):
     __slots__ = ("jobs",)
@@ -691,7 +762,7 @@ class WarmPoolStatusDetail(_message.Message):
     def __init__(self, status: _Optional[_Union[WarmPoolStatus, str]] = ..., resource_retained_billable_time_in_seconds: _Optional[int] = ..., reused_by_job: _Optional[str] = ...) -> None: ...
 
 class ServiceJobDetail(_message.Message):
-    __slots__ = ("job_id", "job_name", "job_arn", "job_queue", "quota_share_name", "service_job_type", "status", "status_reason", "scheduling_priority", "created_at", "started_at", "stopped_at", "is_terminated", "attempts", "preemption_summary", "capacity_usage", "warm_pool_status", "retry_strategy", "preemption_configuration", "timeout_config", "tags", "service_request_payload", "submitted_by", "priority_updated_by", "terminated_by")
+    __slots__ = ("job_id", "job_name", "job_arn", "job_queue", "quota_share_name", "service_job_type", "status", "status_reason", "scheduling_priority", "created_at", "started_at", "stopped_at", "is_terminated", "attempts", "preemption_summary", "capacity_usage", "warm_pool_status", "retry_strategy", "preemption_configuration", "timeout_config", "tags", "service_request_payload", "submitted_by", "priority_updated_by", "terminated_by", "wait_reason")
     class TagsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -724,6 +795,7 @@ class ServiceJobDetail(_message.Message):
     SUBMITTED_BY_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_UPDATED_BY_FIELD_NUMBER: _ClassVar[int]
     TERMINATED_BY_FIELD_NUMBER: _ClassVar[int]
+    WAIT_REASON_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_name: str
     job_arn: str
@@ -749,7 +821,8 @@ class ServiceJobDetail(_message.Message):
     submitted_by: str
     priority_updated_by: str
     terminated_by: str
-    def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., job_arn: _Optional[str] = ..., job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., service_job_type: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., status_reason: _Optional[str] = ..., scheduling_priority: _Optional[int] = ..., created_at: _Optional[int] = ..., started_at: _Optional[int] = ..., stopped_at: _Optional[int] = ..., is_terminated: _Optional[bool] = ..., attempts: _Optional[_Iterable[_Union[ServiceJobAttemptDetail, _Mapping]]] = ..., preemption_summary: _Optional[_Union[ServiceJobPreemptionSummary, _Mapping]] = ..., capacity_usage: _Optional[_Iterable[_Union[CapacityUsage, _Mapping]]] = ..., warm_pool_status: _Optional[_Union[WarmPoolStatusDetail, _Mapping]] = ..., retry_strategy: _Optional[_Union[ServiceJobRetryStrategy, _Mapping]] = ..., preemption_configuration: _Optional[_Union[ServiceJobPreemptionConfiguration, _Mapping]] = ..., timeout_config: _Optional[_Union[ServiceJobTimeout, _Mapping]] = ..., tags: _Optional[_Mapping[str, str]] = ..., service_request_payload: _Optional[str] = ..., submitted_by: _Optional[str] = ..., priority_updated_by: _Optional[str] = ..., terminated_by: _Optional[str] = ...) -> None: ...
+    wait_reason: WaitReason
+    def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., job_arn: _Optional[str] = ..., job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., service_job_type: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., status_reason: _Optional[str] = ..., scheduling_priority: _Optional[int] = ..., created_at: _Optional[int] = ..., started_at: _Optional[int] = ..., stopped_at: _Optional[int] = ..., is_terminated: _Optional[bool] = ..., attempts: _Optional[_Iterable[_Union[ServiceJobAttemptDetail, _Mapping]]] = ..., preemption_summary: _Optional[_Union[ServiceJobPreemptionSummary, _Mapping]] = ..., capacity_usage: _Optional[_Iterable[_Union[CapacityUsage, _Mapping]]] = ..., warm_pool_status: _Optional[_Union[WarmPoolStatusDetail, _Mapping]] = ..., retry_strategy: _Optional[_Union[ServiceJobRetryStrategy, _Mapping]] = ..., preemption_configuration: _Optional[_Union[ServiceJobPreemptionConfiguration, _Mapping]] = ..., timeout_config: _Optional[_Union[ServiceJobTimeout, _Mapping]] = ..., tags: _Optional[_Mapping[str, str]] = ..., service_request_payload: _Optional[str] = ..., submitted_by: _Optional[str] = ..., priority_updated_by: _Optional[str] = ..., terminated_by: _Optional[str] = ..., wait_reason: _Optional[_Union[WaitReason, _Mapping]] = ...) -> None: ...
 
 class DescribeServiceJobResponse(_message.Message):
     __slots__ = ("job",)
@@ -774,7 +847,7 @@ class ListServiceJobsRequest(_message.Message):
     def __init__(self, job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., job_status: _Optional[_Union[JobStatus, str]] = ..., filters: _Optional[_Iterable[_Union[KeyValuesPair, _Mapping]]] = ..., max_results: _Optional[int] = ..., next_token: _Optional[str] = ...) -> None: ...
 
 class ServiceJobSummary(_message.Message):
-    __slots__ = ("job_id", "job_name", "job_arn", "job_queue", "quota_share_name", "service_job_type", "status", "status_reason", "scheduling_priority", "created_at", "started_at", "stopped_at", "capacity_usage")
+    __slots__ = ("job_id", "job_name", "job_arn", "job_queue", "quota_share_name", "service_job_type", "status", "status_reason", "scheduling_priority", "created_at", "started_at", "stopped_at", "capacity_usage", "wait_reason")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_NAME_FIELD_NUMBER: _ClassVar[int]
     JOB_ARN_FIELD_NUMBER: _ClassVar[int]
@@ -788,6 +861,7 @@ class ServiceJobSummary(_message.Message):
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     STOPPED_AT_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_USAGE_FIELD_NUMBER: _ClassVar[int]
+    WAIT_REASON_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_name: str
     job_arn: str
@@ -801,7 +875,8 @@ class ServiceJobSummary(_message.Message):
     started_at: int
     stopped_at: int
     capacity_usage: _containers.RepeatedCompositeFieldContainer[CapacityUsage]
-    def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., job_arn: _Optional[str] = ..., job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., service_job_type: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., status_reason: _Optional[str] = ..., scheduling_priority: _Optional[int] = ..., created_at: _Optional[int] = ..., started_at: _Optional[int] = ..., stopped_at: _Optional[int] = ..., capacity_usage: _Optional[_Iterable[_Union[CapacityUsage, _Mapping]]] = ...) -> None: ...
+    wait_reason: WaitReason
+    def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., job_arn: _Optional[str] = ..., job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., service_job_type: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., status_reason: _Optional[str] = ..., scheduling_priority: _Optional[int] = ..., created_at: _Optional[int] = ..., started_at: _Optional[int] = ..., stopped_at: _Optional[int] = ..., capacity_usage: _Optional[_Iterable[_Union[CapacityUsage, _Mapping]]] = ..., wait_reason: _Optional[_Union[WaitReason, _Mapping]] = ...) -> None: ...
 
 class ListServiceJobsResponse(_message.Message):
     __slots__ = ("job_summary_list", "next_token")
