@@ -50,9 +50,10 @@ SHARE = "QS1"
 FORGED = encode_batch([ev.JobDispatched(at=1.0, job_id="forged", attempt=1, hosts=("h1",))])
 
 
-def refusals(subject: str, errors: list[str]) -> list[str]:
-    """The server's permission violations for publishing to `subject` (nats-py lowercases)."""
-    expected = f'permissions violation for publish to "{subject}"'.lower()
+def refusals(subject: str, errors: list[str], action: str = "publish") -> list[str]:
+    """The server's permission violations for `action` (publish, subscription) on
+    `subject` (nats-py lowercases them)."""
+    expected = f'permissions violation for {action} to "{subject}"'.lower()
     return [e for e in errors if expected in e.lower()]
 
 
@@ -64,7 +65,8 @@ async def raw(bus: SecuredBus, user: str) -> AsyncIterator[tuple[NatsClient, lis
     async def on_error(err: Exception) -> None:
         errors.append(str(err))
 
-    options = bus.credentials(user).connect_options()
+    who = bus.credentials(user)
+    options = {**who.connect_options(), "inbox_prefix": who.inbox_prefix()}
     nc = await nats.connect(bus.url, error_cb=on_error, max_reconnect_attempts=0, **options)
     try:
         yield nc, errors
@@ -80,8 +82,13 @@ async def until(what: str, predicate: Callable[[], bool], timeout: float = 60.0)
         await asyncio.sleep(0.02)
 
 
-async def until_refused(subject: str, errors: list[str], times: int = 1) -> None:
-    await until(f"{times} refusal(s) of {subject}", lambda: len(refusals(subject, errors)) >= times)
+async def until_refused(
+    subject: str, errors: list[str], times: int = 1, action: str = "publish"
+) -> None:
+    await until(
+        f"{times} refusal(s) of {action} to {subject}",
+        lambda: len(refusals(subject, errors, action)) >= times,
+    )
 
 
 # ---- the server refuses ------------------------------------------------------------
@@ -113,6 +120,21 @@ async def test_a_publish_outside_the_users_family_is_refused(secured_bus: Secure
                     await nc.jetstream(timeout=0.25).publish(subject, FORGED)
                 await until_refused(subject, errors, times=2)
         assert await admin.last_seq() == 0, "a forged message was stored"
+
+
+async def test_a_user_reads_only_its_own_replies(secured_bus: SecuredBus) -> None:
+    """Acks, API answers and consumer deliveries go to `_INBOX_<user>`: no other user
+    may listen there, so none learns another's consumers (to delete them) or leases."""
+    bus = secured_bus
+    async with raw(bus, "node.h1") as (nc, errors):
+        for subject in ("_INBOX.>", "_INBOX_scheduler.>", ">"):
+            await nc.subscribe(subject)
+            await nc.flush()
+            await until_refused(subject, errors, action="subscription")
+    async with await bus.connect("node.h1") as node:  # its own inboxes work
+        seq = await node.append(subjects.reports("h1", bus.layout.subject_prefix), b"")
+        assert seq == 1
+        assert [e.seq async for e in node.read(1, 1)] == [1]
 
 
 async def test_no_service_may_change_purge_or_delete_the_stream(secured_bus: SecuredBus) -> None:
@@ -363,7 +385,7 @@ async def test_each_service_does_its_whole_role_as_its_own_user(
                 ),
             )
             await until("a clock tick", lambda: bool(audit.subjects_of(ev.ClockTicked)))
-            assert scheduler.led_queues() == {QUEUE}
+            assert scheduler.leadership is not None and scheduler.leadership.gained >= 1
         snapshot = await (
             await SnapshotStore.open(logs["scheduler"], layout.snapshot_bucket)
         ).load()

@@ -50,7 +50,7 @@ def test_no_service_may_manage_the_stream_or_write_through_wildcards() -> None:
             s for s in allowed.publish if s.startswith("$JS.API.STREAM.") and s.endswith(".QM")
         }
         assert on_the_stream == {"$JS.API.STREAM.INFO.QM", "$JS.API.STREAM.MSG.GET.QM"}, role
-        assert allowed.subscribe == ("_INBOX.>",)
+        assert allowed.subscribe == (f"_INBOX_{user_name(role, host).replace('.', '_')}.>",)
 
 
 def test_the_config_holds_every_user_with_its_permissions(tmp_path: Path) -> None:

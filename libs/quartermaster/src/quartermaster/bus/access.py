@@ -9,6 +9,7 @@ service's NATS user, and `..._NATS_TLS_*` turn on (mutual) TLS.
 
 from __future__ import annotations
 
+import re
 import ssl
 from typing import Any
 
@@ -43,6 +44,18 @@ class NatsCredentials(msgspec.Struct, frozen=True, kw_only=True):
                 context.load_cert_chain(self.tls_cert, self.tls_key or None)
             options["tls"] = context
         return options
+
+    def inbox_prefix(self) -> str | None:
+        """`_INBOX_<user>`: where this user's replies go (None: the default `_INBOX`).
+
+        A user of its own gets replies (acks, API answers, consumer deliveries) on
+        inboxes only it may subscribe to (`embedded.nats_auth`), so no service reads
+        another's replies or learns the names of its consumers.
+        """
+        return f"_INBOX_{_INBOX_UNSAFE.sub('_', self.user)}" if self.user else None
+
+
+_INBOX_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def server_list(nats_url: str) -> list[str]:

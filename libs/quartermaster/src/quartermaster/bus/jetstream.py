@@ -123,6 +123,7 @@ class JetStreamLog:
                 max_reconnect_attempts=-1,
                 reconnect_time_wait=0.25,
                 **who.connect_options(),
+                **({"inbox_prefix": inbox} if (inbox := who.inbox_prefix()) else {}),
                 connect_timeout=timeout_s,
                 error_cb=on_error,
                 disconnected_cb=_log_disconnected,

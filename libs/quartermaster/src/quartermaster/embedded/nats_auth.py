@@ -14,7 +14,9 @@ stream); each writes only its own subject family:
 - The JetStream API is granted per subject: stream info, ephemeral consumer
   create/info/delete and flow-control replies for ordered readers, message get for
   the append retry check. Publishes with expected-sequence headers and their acks
-  (replies to `_INBOX.>`) need nothing more. No service acks messages (ordered
+  need nothing more. Each user subscribes only to its own inboxes
+  (`_INBOX_<user>.>`, `NatsCredentials.inbox_prefix`), so none reads another's
+  replies or consumer deliveries. No service acks messages (ordered
   readers use `AckPolicy.NONE`), so no `$JS.ACK` is granted.
 
 Known gap, server side (nats-io/nats-server#8274): creating a push consumer does
@@ -34,6 +36,7 @@ from enum import StrEnum
 
 import msgspec
 
+from quartermaster.bus.access import NatsCredentials
 from quartermaster.core.provenance import token
 
 
@@ -165,7 +168,8 @@ def permissions(role: Role, layout: BusLayout, host: str | None = None) -> Permi
     publish = [*own_subjects(role, layout, host), *_log_reader(layout)]
     if role is Role.SCHEDULER:
         publish += _scheduler_buckets(layout)
-    return Permissions(publish=tuple(publish), subscribe=("_INBOX.>",))
+    inbox = NatsCredentials(user=user_name(role, host)).inbox_prefix()
+    return Permissions(publish=tuple(publish), subscribe=(f"{inbox}.>",))
 
 
 def service_users(password_of: Callable[[str], str], hosts: Iterable[str]) -> list[NatsUser]:
