@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -54,6 +55,7 @@ class System:
     nats: NatsCluster | None = None
     hosts: dict[str, Host] = field(default_factory=dict)
     agents: list[str] = field(default_factory=list)
+    _page_secret: str = field(default_factory=lambda: secrets.token_hex(16))
 
     # ---- building -------------------------------------------------------------
     def build_network(self, agents: int = 4) -> None:
@@ -72,6 +74,18 @@ class System:
             launchers=[h.launcher for h in nodes],
         )
         self.nats.start()
+        # Services create the stream at start: wait for the meta leader, asked from a
+        # host (the harness's namespace has no route to the cluster).
+        ready = (
+            "import asyncio, sys\n"
+            "from quartermaster.embedded.nats_cluster import wait_for_jetstream\n"
+            "asyncio.run(wait_for_jetstream(sys.argv[1], timeout_s=60))\n"
+        )
+        subprocess.run(
+            [*self.hosts["client"].launcher, sys.executable, "-c", ready, self.nats.url],
+            check=True,
+            timeout=90,
+        )
 
     def start_postgres(self) -> str:
         """initdb (as the wheel's system user), allow the subnet, start on TCP."""
@@ -137,6 +151,8 @@ class System:
                     "GRPC_PORT": "50051",
                     "POSTGRES_URL": postgres_url,
                     "INSECURE": "true",
+                    # One key on both replicas: a page token from one works on the other.
+                    "PAGE_TOKEN_SECRET": self._page_secret,
                 },
             )
         for name in ("sch1", "sch2"):
