@@ -122,8 +122,8 @@ class _Sql:
         )
         self.share_deletes = f"DELETE FROM {s}.shares WHERE job_queue = $1 AND name = $2"
         self.audit = (
-            f"INSERT INTO {s}.audit (seq, idx, subject, type, at, body) "
-            "VALUES ($1, $2, $3, $4, $5, $6::jsonb) ON CONFLICT DO NOTHING"
+            f"INSERT INTO {s}.audit (seq, idx, subject, type, at, body, principal) "
+            "VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7) ON CONFLICT DO NOTHING"
         )
 
 
