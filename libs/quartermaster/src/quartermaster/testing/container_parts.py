@@ -126,14 +126,18 @@ class StackContainers:
         container.start()
         return container
 
-    def run_once(self, name: str, image: str, env: Mapping[str, str], **options: Any) -> None:
-        """Run a one-shot container to its end; raise unless it exits 0, then remove it."""
+    def run_once(self, name: str, image: str, env: Mapping[str, str], **options: Any) -> str:
+        """Run a one-shot container to its end and remove it; its stdout, unless it exits
+        with an error."""
         container = self.run(name, image, env, **options)
+        wrapped = container.get_wrapped_container()
         remaining = max(1.0, self.deadline - time.monotonic())
-        exit_code = int(container.get_wrapped_container().wait(timeout=remaining)["StatusCode"])
+        exit_code = int(wrapped.wait(timeout=remaining)["StatusCode"])
         if exit_code != 0:
             raise StackStartError(f"{name} exited ({exit_code}):\n{container_logs(container)}")
+        stdout = str(wrapped.logs(stdout=True, stderr=False).decode())
         self.by_name.pop(name).stop()
+        return stdout
 
     def wait(self, name: str, what: str, ready: Callable[[], bool]) -> None:
         """Poll `ready` until true; fail at once if the container exits, or at the deadline."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import json
 import os
 import secrets
 import shutil
@@ -39,14 +40,6 @@ from testcontainers.core.container import DockerContainer
 
 from quartermaster.auth.local import LocalCredentials
 from quartermaster.client import Quartermaster, QuartermasterError
-from quartermaster.embedded.nats_auth import (
-    BusLayout,
-    Role,
-    render_config,
-    service_users,
-    user_name,
-)
-from quartermaster.embedded.nats_credentials import SERVER_CONFIG, NatsPasswords
 from quartermaster.testing import container_parts
 from quartermaster.testing.container_parts import (
     STACK_LABEL,
@@ -68,8 +61,23 @@ NODE_DATA_DIR = "/var/lib/quartermaster"  # the node-agent image's data dir
 DOCKER_SOCKET = "/var/run/docker.sock"
 RUNTIMES = ("process", "docker")
 PARTS = ("nats", "postgres", "admission", "scheduler", "warmpool", "node-agent")
-# Run with the admission image's Python: the admin user makes the stream and the scheduler's
-# buckets before any service connects (on a bus with users no service may).
+IMAGE_PYTHON = "/opt/qm/bin/python"  # the service images' venv
+NATS_CONFIG = "nats-server.conf"
+# Both run with the admission image's Python, so the NATS users and their permissions
+# are those of the code in the images, whatever version of this library runs the test.
+# The users (with fresh passwords) and the server config that lets each in:
+USERS_SCRIPT = """
+import json, os, secrets, sys
+from quartermaster.embedded.nats_auth import BusLayout, render_config, service_users
+users = service_users(lambda name: secrets.token_urlsafe(32), json.loads(os.environ["QM_HOSTS"]))
+json.dump({
+    "config": render_config(users, BusLayout()),
+    "users": [{"name": u.name, "password": u.password, "role": u.role.value, "host": u.host}
+              for u in users],
+}, sys.stdout)
+"""
+# The admin user makes the stream and the scheduler's buckets before any service connects
+# (on a bus with users, no service may).
 BOOTSTRAP_SCRIPT = """
 import asyncio, os
 from quartermaster.bus.access import NatsCredentials
@@ -148,7 +156,7 @@ class QuartermasterStack:
         self.postgres_url = ""
         self.credentials_dir: Path | None = None
         self._client: Quartermaster | None = None
-        self._nats_passwords: NatsPasswords | None = None
+        self._nats_logins: dict[tuple[str, str | None], tuple[str, str]] = {}  # role, host
         self._workdir: Path | None = None
 
     # ---- lifecycle ----------------------------------------------------------
@@ -229,14 +237,14 @@ class QuartermasterStack:
         env = {**env, **self.extra_env.get(part, {})}
         self._parts.run(name, self._image(part), env, **options)
 
-    def _bus_env(self, prefix: str, role: Role, host: str | None = None) -> dict[str, str]:
+    def _bus_env(self, prefix: str, role: str, host: str | None = None) -> dict[str, str]:
         """Where the log is and, on a bus with users, who this part is there."""
         replicas = "3" if self.cluster else "1"
         env = {f"{prefix}NATS_URL": self.nats_url, f"{prefix}STREAM_REPLICAS": replicas}
-        if self._nats_passwords is not None:
-            user = user_name(role, host)
+        if self._nats_logins:
+            user, password = self._nats_logins[role, host]
             env[f"{prefix}NATS_USER"] = user
-            env[f"{prefix}NATS_PASSWORD"] = self._nats_passwords.password(user)
+            env[f"{prefix}NATS_PASSWORD"] = password
         return env
 
     def _start_nats(self) -> None:
@@ -280,7 +288,7 @@ class QuartermasterStack:
         for i, port in enumerate(http_ports):
             healthy = functools.partial(http_ok, f"http://127.0.0.1:{port}/healthz")
             self._parts.wait(f"nats-{i + 1}", "healthy", healthy)
-        if self._nats_passwords is not None:
+        if self._nats_logins:
             self._bootstrap_bus()
 
     def _nats_user_config(self) -> tuple[list[str], list[Volume], list[str]]:
@@ -289,22 +297,36 @@ class QuartermasterStack:
         if not self.nats_users:
             return [], [], []
         assert self._workdir is not None
-        self._nats_passwords = NatsPasswords(self._workdir / "nats-passwords")
-        users = service_users(self._nats_passwords.password, self.host_ids)
-        config = self._nats_passwords.write_server_config(render_config(users, BusLayout()))
+        rendered = json.loads(
+            self._parts.run_once(
+                "nats-users",
+                self._image("admission"),
+                {"QM_HOSTS": json.dumps(self.host_ids)},
+                command=["-c", USERS_SCRIPT],
+                entrypoint=IMAGE_PYTHON,
+            )
+        )
+        self._nats_logins = {
+            (u["role"], u["host"]): (u["name"], u["password"]) for u in rendered["users"]
+        }
+        private = self._workdir / "nats-users"
+        private.mkdir(mode=0o700)
+        config = private / NATS_CONFIG
+        with os.fdopen(os.open(config, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+            f.write(rendered["config"])  # it holds every password
         mounted = self._workdir / "nats-config"
         group_add = self._parts.hand_over(self._image("nats"), mounted, [config])
         volume = (str(mounted), MOUNTED_NATS_USERS, "ro")
-        return ["-c", f"{MOUNTED_NATS_USERS}/{SERVER_CONFIG}"], [volume], group_add
+        return ["-c", f"{MOUNTED_NATS_USERS}/{NATS_CONFIG}"], [volume], group_add
 
     def _bootstrap_bus(self) -> None:
         """The admin user makes the stream and buckets (a one-shot admission container)."""
         self._parts.run_once(
             "bus-bootstrap",
             self._image("admission"),
-            self._bus_env("QM_", Role.ADMIN),
+            self._bus_env("QM_", "admin"),
             command=["-c", BOOTSTRAP_SCRIPT],
-            entrypoint="/opt/qm/bin/python",
+            entrypoint=IMAGE_PYTHON,
         )
 
     def _start_postgres(self) -> None:
@@ -323,7 +345,7 @@ class QuartermasterStack:
     def _start_admission(self) -> None:
         port = free_ports(1)[0]
         env = {
-            **self._bus_env("QM_ADMISSION_", Role.ADMISSION),
+            **self._bus_env("QM_ADMISSION_", "admission"),
             "QM_ADMISSION_POSTGRES_URL": self.postgres_url,
             "QM_ADMISSION_GRPC_HOST": "127.0.0.1",
             "QM_ADMISSION_GRPC_PORT": str(port),
@@ -362,13 +384,13 @@ class QuartermasterStack:
         probes: list[tuple[str, str]] = []
         for i in range(1, self.schedulers + 1):
             env = {
-                **self._bus_env("QM_SCHEDULER_", Role.SCHEDULER),
+                **self._bus_env("QM_SCHEDULER_", "scheduler"),
                 "QM_SCHEDULER_INSTANCE_ID": f"scheduler-{i}",
             }
             self._run(f"scheduler-{i}", "scheduler", env, restart=True)
             probes.append((f"scheduler-{i}", "QM_SCHEDULER_NATS_URL"))
         env = {
-            **self._bus_env("QM_WARMPOOL_", Role.WARMPOOL),
+            **self._bus_env("QM_WARMPOOL_", "warmpool"),
             "QM_WARMPOOL_TICK_SECONDS": str(self.tick_seconds),
         }
         self._run("warmpool", "warmpool", env, restart=True)
@@ -383,7 +405,7 @@ class QuartermasterStack:
 
     def _start_agent(self, host: str) -> None:
         env = {
-            **self._bus_env("QM_NODE_", Role.NODE, host),
+            **self._bus_env("QM_NODE_", "node", host),
             "QM_NODE_HOST_ID": host,
             "QM_NODE_INSTANCE_TYPE": self.instance_type,
             "QM_NODE_GPU_COUNT": str(self.gpus_per_node),
