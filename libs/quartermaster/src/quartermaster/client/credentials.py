@@ -29,10 +29,11 @@ class ClientCredentials(msgspec.Struct, frozen=True, kw_only=True):
     def channel(self, address: str) -> grpc.Channel:
         if self.insecure or not self.ca_pem:
             return grpc.insecure_channel(address)
-        parts = [grpc.ssl_channel_credentials(root_certificates=self.ca_pem)]
+        tls = grpc.ssl_channel_credentials(root_certificates=self.ca_pem)
         if self.token:
-            parts.append(grpc.access_token_call_credentials(self.token))
-        return grpc.secure_channel(address, grpc.composite_channel_credentials(*parts))
+            token = grpc.access_token_call_credentials(self.token)
+            tls = grpc.composite_channel_credentials(tls, token)
+        return grpc.secure_channel(address, tls)
 
 
 def _truthy(value: str | None) -> bool:
