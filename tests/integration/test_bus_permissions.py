@@ -13,7 +13,10 @@ import asyncio
 import contextlib
 import datetime as dt
 import json
+import os
 import ssl
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -425,6 +428,34 @@ async def test_a_service_started_on_its_own_logs_in_and_uses_the_stream_it_finds
         await until("h2 ready", lambda: agent.ready)
     async with await bus.connect("auditor") as auditor:
         assert await auditor.last_seq() > seq
+
+
+async def test_operators_bootstrap_a_deployment_with_the_module(secured_bus: SecuredBus) -> None:
+    """`python -m quartermaster.eventlog.bootstrap`, as admin, makes stream and buckets."""
+    bus = secured_bus
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "QM_BOOTSTRAP_NATS_URL": bus.url,
+        "QM_BOOTSTRAP_NATS_USER": bus.ADMIN,
+        "QM_BOOTSTRAP_NATS_PASSWORD": bus.credentials(bus.ADMIN).password,
+        "QM_BOOTSTRAP_STREAM": "DEPLOYED",
+        "QM_BOOTSTRAP_SUBJECT_PREFIX": "deployed",
+        "QM_BOOTSTRAP_LEASE_BUCKET": "deployed-leases",
+        "QM_BOOTSTRAP_SNAPSHOT_BUCKET": "deployed-snapshots",
+    }
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "quartermaster.eventlog.bootstrap"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    async with await bus.connect(bus.ADMIN) as admin:
+        assert (await admin.js.stream_info("DEPLOYED")).config.subjects == ["deployed.>"]
+        for bucket in ("KV_deployed-leases", "OBJ_deployed-snapshots"):
+            assert (await admin.js.stream_info(bucket)).config.name == bucket
 
 
 # ---- the fold ignores what arrives on the wrong subject -----------------------------

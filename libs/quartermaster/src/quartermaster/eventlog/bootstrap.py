@@ -4,17 +4,27 @@ On a secured bus no service may create or change a stream (`embedded.nats_auth`)
 so the bootstrap connection does it once; services then connect with
 `create_stream=False`. The buckets are made here too: a bucket that exists already
 cannot be re-created by the scheduler with another configuration.
+
+Operators run it once per deployment, as the admin NATS user, before the services:
+`QM_BOOTSTRAP_NATS_URL=... QM_BOOTSTRAP_NATS_USER=admin QM_BOOTSTRAP_NATS_PASSWORD=...
+python -m quartermaster.eventlog.bootstrap` (stream, prefix, bucket names and
+replicas as the services are configured).
 """
 
 from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
 
 import nats.js.errors
 from nats.js.api import KeyValueConfig, ObjectStoreConfig, StorageType
 
 from quartermaster.bus import JetStreamLog
-from quartermaster.bus.access import NatsCredentials
+from quartermaster.bus.access import BusSettings, NatsCredentials
 from quartermaster.bus.translate import NATS_FAILURES, bus_error
 from quartermaster.embedded.nats_auth import BusLayout
+from quartermaster.envsettings import from_env
 
 LEASE_MAX_TTL_S = 3600.0  # as `KvLease.open` makes the scheduler's lease bucket
 
@@ -51,3 +61,40 @@ async def bootstrap(
                 await js.object_store(layout.snapshot_bucket)
         except NATS_FAILURES as err:
             raise bus_error(err, "create the scheduler's buckets") from err
+
+
+class BootstrapSettings(BusSettings, frozen=True, kw_only=True):
+    """`QM_BOOTSTRAP_*`: the bus (as the admin user) and the scheduler's bucket names."""
+
+    lease_bucket: str = "qm-leases"
+    snapshot_bucket: str = "qm-snapshots"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> BootstrapSettings:
+        return from_env(cls, "QM_BOOTSTRAP_", env)
+
+    def layout(self) -> BusLayout:
+        return BusLayout(
+            stream=self.stream,
+            subject_prefix=self.subject_prefix,
+            lease_bucket=self.lease_bucket,
+            snapshot_bucket=self.snapshot_bucket,
+        )
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO)
+    settings = BootstrapSettings.from_env()
+    asyncio.run(
+        bootstrap(
+            settings.nats_url,
+            settings.layout(),
+            settings.nats_credentials(),
+            replicas=settings.stream_replicas,
+        )
+    )
+    logging.getLogger(__name__).info("stream %s and buckets ready", settings.stream)
+
+
+if __name__ == "__main__":
+    main()
