@@ -2,17 +2,22 @@
 
 The same shape for every source (the live stream, an exported file, a recorded
 fixture), so export, verify, explain and simulate never care where a log came from.
+Replays fold only what a message's subject may carry (`core.provenance`), exactly
+like the services' followers; `admit` also says what it left out and why.
 """
 
 from __future__ import annotations
 
+import functools
+
 import msgspec
 
+from quartermaster.core.provenance import HOSTS_TOKEN, Family, family_of, refusal_on
 from quartermaster.eventlog import decode_batch
-from quartermaster.events import AnyEvent
+from quartermaster.events import AnyEvent, tag_of
 
 DECISIONS = "decisions"
-HOSTS_TOKEN = "_hosts"
+__all__ = ["HOSTS_TOKEN", "Envelope", "Ignored", "admit", "decision_token", "from_message"]
 
 
 class Envelope(msgspec.Struct, frozen=True):
@@ -24,12 +29,53 @@ class Envelope(msgspec.Struct, frozen=True):
     raw: bytes | None = None
 
 
+class Ignored(msgspec.Struct, frozen=True):
+    """An event a replay does not fold: undecodable, or on a subject its kind may not use."""
+
+    seq: int
+    subject: str
+    kind: str
+    why: str
+
+
 def from_message(seq: int, subject: str, data: bytes) -> Envelope:
     """Decode a stored message like the services do: garbage never stops a replay."""
     try:
         return Envelope(seq, subject, decode_batch(data))
     except msgspec.DecodeError:
         return Envelope(seq, subject, [], raw=data)
+
+
+def prefix_of(subject: str) -> str:
+    """The subject prefix of a log subject (`qm.decisions.q` -> `qm`); "" if none fits."""
+    for family in (".requests", ".timers"):
+        if subject.endswith(family):
+            return subject[: -len(family)]
+    head, _, _ = subject.rpartition(".")
+    prefix, _, family = head.rpartition(".")
+    return prefix if family in (DECISIONS, "reports") else ""
+
+
+@functools.lru_cache(maxsize=4096)
+def _family(subject: str) -> tuple[Family, str] | None:
+    """A subject's family, parsed once per subject (a log has few: queues, hosts)."""
+    return family_of(subject, prefix_of(subject))
+
+
+def admit(envelope: Envelope) -> tuple[list[AnyEvent], list[Ignored]]:
+    """The events a follower folds from this message, and those it leaves out."""
+    if envelope.raw is not None:
+        return [], [Ignored(envelope.seq, envelope.subject, "?", "undecodable message")]
+    found = _family(envelope.subject)
+    kept: list[AnyEvent] = []
+    ignored: list[Ignored] = []
+    for event in envelope.events:
+        why = refusal_on(event, envelope.subject, found)
+        if why is None:
+            kept.append(event)
+        else:
+            ignored.append(Ignored(envelope.seq, envelope.subject, tag_of(event), why))
+    return kept, ignored
 
 
 def decision_token(subject: str) -> str | None:

@@ -15,12 +15,13 @@ from collections.abc import Iterable
 import msgspec
 
 from quartermaster import events as ev
-from quartermaster.audit.envelope import Envelope, decision_token
+from quartermaster.audit.envelope import Envelope, admit, decision_token
 from quartermaster.audit.errors import PermanentAuditError
 from quartermaster.audit.replay import ShareUsage, usage
-from quartermaster.audit.rules import Candidate, Rule, preemption_candidates, rule_of
+from quartermaster.audit.rules import Candidate, RuleInfo, preemption_candidates, rule_of
 from quartermaster.core import State, fold
 from quartermaster.core.model import Job
+from quartermaster.core.waiting import why_waiting
 
 
 class DecisionInfo(msgspec.Struct, frozen=True):
@@ -54,6 +55,7 @@ class Explanation(msgspec.Struct, frozen=True):
     status_reason: str
     seq: int  # the log position the history runs to
     transitions: list[Transition]
+    waiting: str = ""  # a RUNNABLE job: why it waits at that position (spec section 9)
 
 
 def source_of(subject: str) -> str:
@@ -82,10 +84,11 @@ class Explainer:
         self._stop_decision: tuple[int, DecisionInfo] | None = None
 
     def feed(self, envelope: Envelope) -> None:
-        if any(_touches(e, self.job_id) for e in envelope.events):
-            self._explain(envelope)
+        events, _ = admit(envelope)  # what the services fold from this message
+        if any(_touches(e, self.job_id) for e in events):
+            self._explain(Envelope(envelope.seq, envelope.subject, events))
         else:
-            for event in envelope.events:
+            for event in events:
                 fold(self.state, event)
         self.seq = envelope.seq
 
@@ -124,7 +127,7 @@ class Explainer:
         event: ev.Event,
         job: Job,
         status_from: str,
-        rule: Rule | None,
+        rule: RuleInfo | None,
         ranked: dict[int, list[Candidate]],
         shares_then: list[ShareUsage],
     ) -> None:
@@ -180,6 +183,7 @@ class Explainer:
             job.status_reason,
             self.seq,
             self.transitions,
+            reason.message if (reason := why_waiting(self.state, job.job_id)) else "",
         )
 
 

@@ -4,14 +4,14 @@
 - msgpack: the magic line `QMLOG1`, then per message a 4-byte big-endian length
   and a msgpack `[seq, subject, data]` where `data` is the message exactly as stored.
 - The recorded fixtures of `tests/fixtures/logs/` (one event per line, batches closed
-  by `{"batch_end": true}`) read as envelopes too, with subjects inferred.
+  by `{"batch_end": true}`) read as envelopes too, each event on its producer's subject.
 """
 
 from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import IO
@@ -21,6 +21,7 @@ import msgspec
 from quartermaster import events as ev
 from quartermaster.audit.envelope import Envelope, from_message
 from quartermaster.audit.errors import LogFileError
+from quartermaster.core.provenance import FAMILIES, Family
 from quartermaster.eventlog import encode_batch, subjects
 
 MAGIC = b"QMLOG1\n"
@@ -100,66 +101,79 @@ def _read_msgpack(f: IO[bytes], path: Path) -> Iterator[Envelope]:
 
 
 def _read_lines(f: IO[bytes], path: Path) -> Iterator[Envelope]:
-    legacy: _LegacyBatches | None = None
+    first = f.readline()
+    f.seek(0)
+    if b'"batch_end"' in first:
+        yield from _read_fixture(f, path)
+        return
     for number, line in enumerate(f, start=1):
-        if not line.strip():
-            continue
-        if legacy is None and number == 1 and b'"batch_end"' in line:
-            legacy = _LegacyBatches()
-        try:
-            if legacy is not None:
-                envelope = legacy.feed(json.loads(line))
-                if envelope is not None:
-                    yield envelope
-                continue
-            yield _json_decoder.decode(line)
-        except (msgspec.DecodeError, ValueError, KeyError) as err:
-            raise LogFileError(f"{path}:{number}: not a log envelope ({err})") from err
+        if line.strip():
+            try:
+                yield _json_decoder.decode(line)
+            except msgspec.DecodeError as err:
+                raise LogFileError(f"{path}:{number}: not a log envelope ({err})") from err
 
 
-# ---- recorded fixtures (one event per line) -----------------------------------
-
-_REPORTS = (
-    ev.HostRegistered,
-    ev.HostHeartbeat,
-    ev.JobStarting,
-    ev.JobRunning,
-    ev.JobSucceeded,
-    ev.JobFailed,
-    ev.JobStopConfirmed,
-)
+def _read_fixture(f: IO[bytes], path: Path) -> Iterator[Envelope]:
+    try:
+        records = [json.loads(line) for line in f if line.strip()]
+        yield from from_batches(_legacy_batches(records))
+    except (msgspec.DecodeError, ValueError, KeyError) as err:
+        raise LogFileError(f"{path}: not a recorded fixture ({err})") from err
 
 
-class _LegacyBatches:
-    """Turns `{"decision", "event"}` lines closed by `{"batch_end"}` into envelopes."""
+# ---- recorded fixtures and in-memory histories -----------------------------------
 
-    def __init__(self) -> None:
-        self.seq = 0
-        self.events: list[ev.AnyEvent] = []
-        self.decision = False
-        self.queue_of: dict[str, str] = {}
 
-    def feed(self, record: dict[str, object]) -> Envelope | None:
-        if not record.get("batch_end"):
-            event = ev.from_json(json.dumps(record["event"]))
+def subject_for(event: ev.Event, queue_of: dict[str, str], prefix: str = subjects.PREFIX) -> str:
+    """The subject the event's producer writes it on (`core.provenance`'s families)."""
+    families = FAMILIES.get(ev.tag_of(event), frozenset())
+    if Family.DECISIONS in families:
+        return subjects.decisions(queue_of.get(getattr(event, "job_id", ""), "_unknown"), prefix)
+    if Family.HOST_DECISIONS in families:
+        return subjects.host_decisions(prefix)
+    if Family.REPORTS in families:
+        host = getattr(event, "host_id", None) or getattr(event, "host", "")
+        return subjects.reports(str(host), prefix)
+    if Family.TIMERS in families:
+        return subjects.timers(prefix)
+    return subjects.requests(prefix)
+
+
+def from_batches(
+    batches: Iterable[Sequence[ev.Event]], prefix: str = subjects.PREFIX
+) -> Iterator[Envelope]:
+    """Batches of events as the services store them: one message per batch and subject.
+
+    A pass's decisions for several queues, or a step's reports from several hosts,
+    become consecutive messages, one per subject, in the batch's order.
+    """
+    seq = 0
+    queue_of: dict[str, str] = {}
+    for batch in batches:
+        run: list[ev.AnyEvent] = []
+        run_subject = ""
+        for event in batch:
             if isinstance(event, ev.JobSubmitted):
-                self.queue_of[event.job_id] = event.job_queue
-            self.events.append(event)
-            self.decision = bool(record.get("decision"))
-            return None
-        batch, self.events = self.events, []
-        self.seq += 1
-        return Envelope(self.seq, self._subject(batch), batch)
+                queue_of.setdefault(event.job_id, event.job_queue)
+            subject = subject_for(event, queue_of, prefix)
+            if run and subject != run_subject:
+                seq += 1
+                yield Envelope(seq, run_subject, run)
+                run = []
+            run_subject = subject
+            run.append(event)  # type: ignore[arg-type]
+        if run:
+            seq += 1
+            yield Envelope(seq, run_subject, run)
 
-    def _subject(self, batch: list[ev.AnyEvent]) -> str:
-        first = batch[0] if batch else None
-        if self.decision and first is not None:
-            if isinstance(first, ev.HostLost):
-                return subjects.host_decisions()
-            job_id = getattr(first, "job_id", "")
-            return subjects.decisions(self.queue_of.get(job_id, "_unknown"))
-        if isinstance(first, _REPORTS):
-            return subjects.reports(getattr(first, "host", "") or getattr(first, "host_id", ""))
-        if isinstance(first, ev.ClockTicked):
-            return subjects.timers()
-        return subjects.requests()
+
+def _legacy_batches(lines: Iterable[dict[str, object]]) -> Iterator[list[ev.AnyEvent]]:
+    """`{"decision", "event"}` lines, each batch closed by `{"batch_end": true}`."""
+    batch: list[ev.AnyEvent] = []
+    for record in lines:
+        if record.get("batch_end"):
+            yield batch
+            batch = []
+        else:
+            batch.append(ev.from_json(json.dumps(record["event"])))

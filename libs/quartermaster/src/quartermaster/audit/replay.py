@@ -11,9 +11,10 @@ from collections.abc import Iterable
 
 import msgspec
 
-from quartermaster.audit.envelope import Envelope
+from quartermaster.audit.envelope import Envelope, admit
 from quartermaster.core import State, fold
 from quartermaster.core.model import WarmPoolStatus
+from quartermaster.core.waiting import Explainer
 
 
 class ShareUsage(msgspec.Struct, frozen=True):
@@ -70,9 +71,10 @@ def fold_until(
     for envelope in envelopes:
         if seq is not None and envelope.seq > seq:
             break
-        if at is not None and any(e.at > at for e in envelope.events):
+        events, _ = admit(envelope)
+        if at is not None and any(e.at > at for e in events):
             break
-        for event in envelope.events:
+        for event in events:
             fold(state, event)
         position = envelope.seq
     return state, position
@@ -110,6 +112,7 @@ def usage(state: State, queue: str | None = None, unit: str | None = None) -> li
 def heads(state: State, per_share: int = 3, queue: str | None = None) -> list[QueueHead]:
     """The first RUNNABLE jobs of every share, in the order the pass considers them."""
     rows = []
+    waits = Explainer(state)
     for (q, name, u), runnable in sorted(state.runnable.items()):
         if queue is not None and q != queue:
             continue
@@ -125,7 +128,7 @@ def heads(state: State, per_share: int = 3, queue: str | None = None) -> list[Qu
                     job.job_name,
                     job.priority,
                     job.created_at,
-                    job.status_reason,
+                    reason.message if (reason := waits.why(job_id)) else job.status_reason,
                 )
             )
     return rows

@@ -1,10 +1,12 @@
-"""Which rule of spec section 4 made a recorded decision, with the inputs it saw.
+"""Which rule made a recorded decision, with the inputs it judged.
 
-Read from the decision and the folded state just before it: a dispatch within
-the share's own limit is own quota, beyond it borrowing; a preemption's recorded
-reason names reclaim or in-share preemption. For a preemption the candidates
-are listed in the core's victim order (`Job.victim_key`: lowest priority first,
-then the most recently started), so an auditor sees why this job and not another.
+Decisions carry their rule (`events.Rule`) and its inputs; older records are
+upcast on decode where their text names the rule. A dispatch recorded before
+dispatches carried theirs is judged here from the state just before it: within
+the share's own limit is OWN_QUOTA, beyond it BORROWED. To the recorded inputs
+this adds the shares' usage the decision found. For a preemption the candidates
+are listed in the core's victim order (`core.preemption.victim_order`), so an
+auditor sees why this job and not another.
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ import msgspec
 from quartermaster import events as ev
 from quartermaster.core import State
 from quartermaster.core.model import Job
+from quartermaster.core.preemption import victim_order
+from quartermaster.events import Rule
+from quartermaster.events.upcast import REASON_FIELDS
 
 
-class Rule(msgspec.Struct, frozen=True):
-    name: str  # e.g. OWN_QUOTA, BORROW, RECLAIM, IN_SHARE_PREEMPTION, RETRY
+class RuleInfo(msgspec.Struct, frozen=True):
+    name: str  # an `events.Rule` value
     reason: str  # what the decision itself says
     inputs: dict[str, str]
 
@@ -36,12 +41,22 @@ class Candidate(msgspec.Struct, frozen=True):
     why: str
 
 
+def _recorded_inputs(decision: ev.Event) -> dict[str, str]:
+    """The reason fields the decision recorded (None: not recorded)."""
+    return {
+        name: str(value)
+        for name in decision.__struct_fields__
+        if name in REASON_FIELDS
+        and name != "rule"
+        and (value := getattr(decision, name)) is not None
+    }
+
+
 def _share_inputs(state: State, job: Job, prefix: str) -> dict[str, str]:
     share = state.shares.get((job.queue, job.share))
-    key = state.share_key(job)
     inputs = {
         f"{prefix}share": job.share,
-        f"{prefix}in_use": str(state.use.get(key, 0)),
+        f"{prefix}in_use": str(state.use.get(state.share_key(job), 0)),
         f"{prefix}limit": str(share.own(job.unit) if share else 0),
     }
     if share is not None:
@@ -49,68 +64,56 @@ def _share_inputs(state: State, job: Job, prefix: str) -> dict[str, str]:
     return inputs
 
 
-def rule_of(state: State, decision: ev.Event) -> Rule | None:
-    """The rule behind `decision`, judged on the state just before it was folded."""
-    job = state.jobs.get(getattr(decision, "job_id", ""))
+def _reason_text(decision: ev.Event, inputs: dict[str, str]) -> str:
     match decision:
-        case ev.JobDispatched() if job is not None:
-            return _dispatch_rule(state, decision, job)
-        case ev.JobPreemptionRequested() if job is not None:
-            target = state.jobs.get(decision.for_job)
-            inputs = {**_share_inputs(state, job, "victim_"), "victim_priority": str(job.priority)}
-            if target is not None:
-                inputs |= _share_inputs(state, target, "for_")
-                inputs["for_priority"] = str(target.priority)
-            name = "PREEMPTION"
-            if "capacity reclaimed" in decision.reason:
-                name = "RECLAIM"
-            elif "in-share preemption" in decision.reason:
-                name = "IN_SHARE_PREEMPTION"
-            return Rule(name, decision.reason, inputs)
-        case ev.JobTimedOut() if job is not None:
-            inputs = {
-                "timeout_seconds": str(job.timeout_seconds),
-                "running_at": str(job.running_at),
-            }
-            return Rule("TIMEOUT", decision.reason, inputs)
-        case ev.JobRetried() if job is not None:
-            inputs = {"attempt": str(decision.attempt), "attempts": str(job.retry_attempts)}
-            return Rule("RETRY", decision.reason, inputs)
-        case ev.JobFinallyFailed() if job is not None:
-            inputs = {"attempts_used": str(job.attempts_used), "attempts": str(job.retry_attempts)}
-            return Rule("FINAL_FAILURE", decision.reason, inputs)
-        case ev.JobStatusReasonSet():
-            name = "MISCONFIGURATION" if decision.reason.startswith("MISCONFIG") else "WAITING"
-            return Rule(name, decision.reason, {})
+        case ev.JobDispatched() if decision.warm_pool is not None:
+            return f"runs on the matching warm pool of {decision.warm_pool}"
+        case ev.JobDispatched():
+            held = int(inputs["in_use"]) + int(inputs["count"])
+            return (
+                f"quota share {inputs['share']} holds {held} {inputs['unit']} with it; "
+                f"its own limit is {inputs['limit']}"
+            )
         case ev.WarmPoolAvailable():
-            inputs = {"expires_at": str(decision.expires_at), "hosts": ",".join(decision.hosts)}
-            return Rule("POOL_KEPT", "hosts kept warm", inputs)
-        case ev.WarmPoolTerminated():
-            inputs = {"billable_seconds": str(decision.billable_seconds)}
-            return Rule(f"POOL_{decision.reason.value}", decision.reason.value, inputs)
+            return "hosts kept warm"
         case ev.WarmPoolReused():
-            return Rule("POOL_REUSED", f"reused by {decision.reused_by_job}", {})
+            return f"reused by {decision.reused_by_job}"
         case ev.WarmPoolInUse():
-            return Rule("POOL_IN_USE", f"runs on the pool of {decision.from_job}", {})
-    return None
+            return f"runs on the pool of {decision.from_job}"
+        case ev.WarmPoolTerminated():
+            return decision.reason.value
+    return str(getattr(decision, "reason", ""))
+
+
+def rule_of(state: State, decision: ev.Event) -> RuleInfo | None:
+    """The rule behind `decision`, with its inputs, on the state just before it was folded."""
+    job = state.jobs.get(getattr(decision, "job_id", ""))
+    if job is None:
+        return None
+    recorded = getattr(decision, "rule", None)
+    inputs = _recorded_inputs(decision)
+    if isinstance(decision, ev.JobDispatched):
+        inputs |= _share_inputs(state, job, "") | {"count": str(job.count), "unit": job.unit}
+        if recorded is None:
+            recorded = _dispatch_rule(state, decision, job)
+    elif isinstance(decision, ev.JobPreemptionRequested):
+        inputs |= _share_inputs(state, job, "victim_") | {"victim_priority": str(job.priority)}
+        target = state.jobs.get(decision.for_job)
+        if target is not None:
+            inputs |= _share_inputs(state, target, "for_") | {"for_priority": str(target.priority)}
+    if recorded is None:
+        return None
+    return RuleInfo(str(recorded), _reason_text(decision, inputs), inputs)
 
 
 def _dispatch_rule(state: State, decision: ev.JobDispatched, job: Job) -> Rule:
-    inputs = {**_share_inputs(state, job, ""), "count": str(job.count), "unit": job.unit}
-    share = state.shares.get((job.queue, job.share))
+    """For dispatches recorded without their rule: what it was on the state before it."""
     if decision.warm_pool is not None:
-        inputs["warm_pool"] = decision.warm_pool
-        return Rule("WARM_POOL_REUSE", f"matching warm pool of {decision.warm_pool}", inputs)
-    in_use = state.use.get(state.share_key(job), 0)
+        return Rule.POOL_MATCH
+    share = state.shares.get((job.queue, job.share))
     own = share.own(job.unit) if share is not None else 0
-    if in_use + job.count <= own:
-        return Rule(
-            "OWN_QUOTA", f"fits the share's own limit ({in_use}+{job.count}<={own})", inputs
-        )
-    cap = share.cap(job.unit) if share is not None else None
-    inputs["borrow_limit"] = str(share.borrow_limit if share is not None else -1)
-    inputs["cap"] = "unlimited" if cap is None else str(cap)
-    return Rule("BORROW", f"borrows idle lendable capacity ({in_use}+{job.count}>{own})", inputs)
+    held = state.use.get(state.share_key(job), 0) + job.count
+    return Rule.OWN_QUOTA if held <= own else Rule.BORROWED
 
 
 def preemption_candidates(
@@ -143,9 +146,9 @@ def preemption_candidates(
             elif name == target.share:
                 continue  # reclaim takes from other shares only
             else:
-                why = None if over > 0 else f"{name} holds no borrowed units"
+                why = None if over > 0 else f"{name} holds no units above its limit"
             pool.append((job, why))
-    pool.sort(key=lambda item: item[0].victim_key())
+    pool.sort(key=lambda item: victim_order(item[0]))
     taken = [job for job, _ in pool if job.job_id in chosen]
     return [_candidate(job, why, taken) for job, why in pool]
 
@@ -156,7 +159,7 @@ def _candidate(job: Job, why_not: str | None, taken: list[Job]) -> Candidate:
         why = "taken: lowest priority first, then the most recently started"
     elif why_not is not None:
         why = why_not
-    elif taken and job.victim_key() > taken[-1].victim_key():
+    elif taken and victim_order(job) > victim_order(taken[-1]):
         last = taken[-1]
         if job.priority > last.priority:
             why = f"priority {job.priority} is above {last.job_name}'s {last.priority}"

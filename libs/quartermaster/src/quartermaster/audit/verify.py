@@ -29,7 +29,7 @@ from collections.abc import Iterable
 import msgspec
 
 from quartermaster import events as ev
-from quartermaster.audit.envelope import HOSTS_TOKEN, Envelope, decision_token
+from quartermaster.audit.envelope import HOSTS_TOKEN, Envelope, Ignored, admit, decision_token
 from quartermaster.audit.errors import PermanentAuditError
 from quartermaster.core import PassPolicy, State, decide, fold
 from quartermaster.core.model import JobStatus
@@ -62,23 +62,46 @@ class Report(msgspec.Struct):
     decisions: int = 0
     passes: int = 0  # times the pass was re-run
     heartbeat_timeout_seconds: float | None = None
+    unchecked: int = 0  # host-loss messages with no heartbeat timeout to judge them by
     differences: list[Difference] = []
+    ignored: list[Ignored] = []  # events no follower folds (undecodable, wrong subject)
 
     @property
     def ok(self) -> bool:
         return not self.differences
 
 
+class _Replica:
+    """A state folded up to `pos`, with the envelopes fed after it still to fold."""
+
+    def __init__(self) -> None:
+        self.state = State()
+        self.pos = 0
+        self.pending: deque[Envelope] = deque()
+
+    def fold_next(self) -> None:
+        envelope = self.pending.popleft()
+        for event in envelope.events:
+            fold(self.state, event)
+        self.pos = envelope.seq
+
+
 class Verifier:
-    """Feed envelopes in log order (from seq 1), then read `report`."""
+    """Feed envelopes in log order (from seq 1), then read `report`.
+
+    Two replicas of the state: `head` holds everything before the message being
+    checked (the usual base: the scheduler appended right after it folded), and
+    `trail` lags, folding the envelopes it is given only when an older base must
+    be searched, so a log whose passes all sit on their previous message is
+    folded once.
+    """
 
     def __init__(self, heartbeat_timeout_seconds: float | None = None) -> None:
         """`heartbeat_timeout_seconds` is the scheduler's setting; None reads it from the
-        first host-loss decision of the log (the reason names it)."""
+        first host-loss decision of the log (the decision, or its reason, names it)."""
         self.report = Report(heartbeat_timeout_seconds=heartbeat_timeout_seconds)
-        self.state = State()
-        self.pos = 0  # seq of the last envelope folded into `state`
-        self._pending: deque[Envelope] = deque()  # fed, not yet folded
+        self.head = _Replica()
+        self.trail = _Replica()
         self._last_on_subject: dict[str, int] = {}
         self._tokens: dict[str, str] = {}  # subject token -> queue name
 
@@ -90,95 +113,94 @@ class Verifier:
             )
         self.report.messages += 1
         self.report.events += len(envelope.events)
+        events, ignored = admit(envelope)
+        self.report.ignored.extend(ignored)
+        envelope = Envelope(envelope.seq, envelope.subject, events)
         token = decision_token(envelope.subject)
         if token is not None:
             self.report.decision_messages += 1
-            self.report.decisions += len(envelope.events)
+            self.report.decisions += len(events)
             self._check(envelope, token)
             self._last_on_subject[envelope.subject] = envelope.seq
-        self._pending.append(envelope)
-        while len(self._pending) > MAX_LAG:
-            self._fold_next()
+        self.head.pending.append(envelope)
+        self.head.fold_next()
+        self.trail.pending.append(envelope)
+        while len(self.trail.pending) > MAX_LAG:
+            self.trail.fold_next()
 
     def feed_all(self, envelopes: Iterable[Envelope]) -> Report:
         for envelope in envelopes:
             self.feed(envelope)
         return self.report
 
-    def _fold_next(self) -> None:
-        envelope = self._pending.popleft()
-        for event in envelope.events:
-            fold(self.state, event)
-        self.pos = envelope.seq
-
     # ---- checking one decision message ---------------------------------------
     def _check(self, envelope: Envelope, token: str) -> None:
         recorded: list[ev.Event] = list(envelope.events)
+        head = self.head
         if not recorded:
-            self._fold_to_end()
-            self._differ(envelope, token, recorded, "a decision message with no decisions")
+            derived = self._rederive(head.state, token)
+            note = "a decision message with no decisions"
+            self._report(envelope, recorded, head.pos, derived, note)
             return
         if token == HOSTS_TOKEN:
             self._learn_heartbeat_timeout(recorded)
+            if self.report.heartbeat_timeout_seconds is None:
+                self.report.unchecked += 1  # nothing says when a host counts as silent
+                return
         at = recorded[0].at
         lowest = self._last_on_subject.get(envelope.subject, 0)
         tried: tuple[int, list[ev.Event]] | None = None
-        while True:
-            if self.pos >= lowest and self.state.now == at and self._plausible(recorded):
-                derived = self._rederive(token)
-                if derived == recorded:
+        if self._candidate(head, lowest, at, recorded):
+            derived = self._rederive(head.state, token)
+            if _same(recorded, derived):
+                return
+            tried = (head.pos, derived)
+        trail = self.trail  # an older base: walk forward from where the trail stands
+        while trail.pos < head.pos and trail.state.now <= at:
+            if self._candidate(trail, lowest, at, recorded):
+                derived = self._rederive(trail.state, token)
+                if _same(recorded, derived):
                     return
-                tried = (self.pos, derived)
-            if not self._pending or self.state.now > at:
-                break
-            self._fold_next()
+            if not trail.pending or trail.pending[0].seq >= head.pos:
+                break  # the head has tried the position before the message
+            trail.fold_next()
         if tried is None:
-            self._fold_to_end()
             note = "no position before it has the decisions' time"
-            self._differ(envelope, token, recorded, note)
+            self._report(envelope, recorded, head.pos, self._rederive(head.state, token), note)
         else:
             self._report(envelope, recorded, *tried, note="")
 
-    def _fold_to_end(self) -> None:
-        while self._pending:
-            self._fold_next()
+    def _candidate(
+        self, replica: _Replica, lowest: int, at: float, recorded: list[ev.Event]
+    ) -> bool:
+        return (
+            replica.pos >= lowest
+            and replica.state.now == at
+            and self._plausible(replica.state, recorded)
+        )
 
-    def _differ(self, envelope: Envelope, token: str, recorded: list[ev.Event], note: str) -> None:
-        derived = self._rederive(token)
-        self._report(envelope, recorded, self.pos, derived, note)
-
-    def _rederive(self, token: str) -> list[ev.Event]:
-        """The pass at the current state, limited to what subject `token` carries."""
+    def _rederive(self, state: State, token: str) -> list[ev.Event]:
+        """The pass on `state`, limited to what subject `token` carries."""
         self.report.passes += 1
         policy = PassPolicy(heartbeat_timeout_seconds=self.report.heartbeat_timeout_seconds)
         if token == HOSTS_TOKEN:
-            decided = decide(self.state, policy, queues=frozenset(), hosts=True)
+            decided = decide(state, policy, queues=frozenset(), hosts=True)
             return [d for d in decided if isinstance(d, ev.HostLost)]
-        queue = self._queue_for(token)
+        queue = self._queue_for(state, token)
         if queue is None:
             return []
-        decided = decide(self.state, policy, queues=frozenset({queue}), hosts=False)
-        return [d for d in decided if self._queue_of(d) == queue]
+        decided = decide(state, policy, queues=frozenset({queue}), hosts=False)
+        return [d for d in decided if _queue_of(state, d) == queue]
 
-    def _queue_for(self, token: str) -> str | None:
-        if token not in self._tokens or self._tokens[token] not in self.state.queues:
-            self._tokens = {subjects.token(q): q for q in self.state.queues}
+    def _queue_for(self, state: State, token: str) -> str | None:
+        if token not in self._tokens or self._tokens[token] not in state.queues:
+            self._tokens = {subjects.token(q): q for q in state.queues}
         return self._tokens.get(token)
 
-    def _queue_of(self, decision: ev.Event) -> str | None:
-        """The queue whose subject carries a decision (as the scheduler groups them)."""
-        job_id = getattr(decision, "job_id", None)
-        if job_id is None:
-            return None
-        job = self.state.jobs.get(job_id)
-        if job is not None:
-            return job.queue
-        pool = self.state.pools.get(job_id)
-        return pool.queue if pool is not None else None
-
-    def _plausible(self, recorded: list[ev.Event]) -> bool:
+    @staticmethod
+    def _plausible(state: State, recorded: list[ev.Event]) -> bool:
         """Cheap necessary conditions for the pass to give these decisions here."""
-        jobs = self.state.jobs
+        jobs = state.jobs
         for d in recorded:
             job_id = getattr(d, "job_id", None)
             if job_id is not None and job_id not in jobs:
@@ -195,7 +217,12 @@ class Verifier:
         if self.report.heartbeat_timeout_seconds is not None:
             return
         for d in recorded:
-            found = isinstance(d, ev.HostLost) and _HEARTBEAT_REASON.search(d.reason)
+            if not isinstance(d, ev.HostLost):
+                continue
+            if d.heartbeat_timeout_seconds is not None:
+                self.report.heartbeat_timeout_seconds = d.heartbeat_timeout_seconds
+                return
+            found = _HEARTBEAT_REASON.search(d.reason)  # recorded before the field existed
             if found:
                 self.report.heartbeat_timeout_seconds = float(found.group(1))
                 return
@@ -214,7 +241,15 @@ class Verifier:
             out.append(Difference(envelope.seq, envelope.subject, None, None, None, base, note))
             return
         a = [ev.to_json(d) for d in recorded]
-        b = [ev.to_json(d) for d in derived]
+        # A re-derived decision equal to a recorded one (reason fields it left unset aside)
+        # gets that one's key, so the diff pairs them as equal.
+        b = [
+            next(
+                (k for r, k in zip(recorded, a, strict=True) if ev.same_decision(r, d)),
+                ev.to_json(d),
+            )
+            for d in derived
+        ]
         matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
             if tag == "equal":
@@ -224,6 +259,25 @@ class Verifier:
                 der = derived[j1 + k] if j1 + k < j2 else None
                 index = i1 + k if rec is not None else None
                 out.append(Difference(envelope.seq, envelope.subject, index, rec, der, base, note))
+
+
+def _queue_of(state: State, decision: ev.Event) -> str | None:
+    """The queue whose subject carries a decision (as the scheduler groups them)."""
+    job_id = getattr(decision, "job_id", None)
+    if job_id is None:
+        return None
+    job = state.jobs.get(job_id)
+    if job is not None:
+        return job.queue
+    pool = state.pools.get(job_id)
+    return pool.queue if pool is not None else None
+
+
+def _same(recorded: list[ev.Event], derived: list[ev.Event]) -> bool:
+    """Equal decisions, reading reason fields an older record left unset as not recorded."""
+    return len(recorded) == len(derived) and all(
+        ev.same_decision(r, d) for r, d in zip(recorded, derived, strict=True)
+    )
 
 
 def verify(envelopes: Iterable[Envelope], heartbeat_timeout_seconds: float | None = None) -> Report:

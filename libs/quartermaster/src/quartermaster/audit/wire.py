@@ -38,6 +38,7 @@ def to_proto(x: Explanation) -> pb.ExplainServiceJobResponse:
         status_reason=x.status_reason,
         sequence=x.seq,
         transitions=[_transition(t) for t in x.transitions],
+        waiting_reason=x.waiting,
     )
 
 
@@ -100,6 +101,7 @@ def from_proto(r: pb.ExplainServiceJobResponse) -> Explanation:
         r.status_reason,
         r.sequence,
         [_from_transition(t, r.job_queue) for t in r.transitions],
+        r.waiting_reason,
     )
 
 

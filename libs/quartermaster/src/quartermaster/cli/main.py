@@ -10,7 +10,7 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from quartermaster.cli import plugins
+from quartermaster.cli import audit, plugins
 from quartermaster.cli.tables import enum_name, render, when
 from quartermaster.client import (
     Quartermaster,
@@ -289,6 +289,7 @@ def parser() -> argparse.ArgumentParser:
     groups = top.add_subparsers(dest="group", required=True)
 
     plugins.register_all(groups)
+    audit.register(groups)
 
     def group(name: str, help_: str) -> argparse._SubParsersAction[argparse.ArgumentParser]:
         return groups.add_parser(name, help=help_).add_subparsers(dest="command", required=True)

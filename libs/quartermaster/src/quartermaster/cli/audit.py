@@ -1,0 +1,288 @@
+"""The auditor's commands: `qm log export`, `qm audit verify|state`, `qm explain`, `qm simulate`.
+
+Each sets `run` (it opens what it needs itself). Offline work (`--from-file`,
+`simulate`) needs only the core; reading the live stream needs the `bus` extra
+and says so when it is missing. The live log is found with `--nats-url`,
+`--stream` and `--subject-prefix`, or the `QM_AUDIT_*` settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import gc
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from quartermaster.audit.envelope import Envelope
+from quartermaster.audit.errors import AuditError, ConfigError
+from quartermaster.audit.logfile import Format, read_log
+from quartermaster.cli.audit_render import (
+    render_comparison,
+    render_explanation,
+    render_instant,
+    render_report,
+)
+
+BUS_EXTRA = "reading the live log needs the bus extra: pip install 'quartermaster[bus]'"
+Run = Callable[[argparse.Namespace], int]
+FREEZE_EVERY = 20_000  # messages
+
+
+# ---- where the log comes from ------------------------------------------------
+
+
+def _bus_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--nats-url", default=None, help="NATS server(s) (default: QM_AUDIT_NATS_URL)")
+    p.add_argument("--stream", default=None, help="JetStream stream (default: QM)")
+    p.add_argument("--subject-prefix", default=None, help="subject prefix (default: qm)")
+
+
+def _source_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--from-file", type=Path, default=None, help="an exported log instead of the stream"
+    )
+    _bus_flags(p)
+
+
+def _settings(a: argparse.Namespace) -> Any:
+    from quartermaster.audit.settings import audit_settings
+
+    settings = audit_settings()
+    given = {
+        k: v
+        for k, v in (
+            ("nats_url", a.nats_url),
+            ("stream", a.stream),
+            ("subject_prefix", a.subject_prefix),
+        )
+        if v is not None
+    }
+    return msgspec.structs.replace(settings, **given)
+
+
+async def _stream(a: argparse.Namespace, to_seq: int | None = None) -> AsyncIterator[Envelope]:
+    from quartermaster.audit.stream import open_log, read_range
+
+    async with open_log(_settings(a)) as event_log:
+        async for envelope in read_range(event_log, 1, to_seq):
+            yield envelope
+
+
+def _each(
+    a: argparse.Namespace, feed: Callable[[Envelope], Any], to_seq: int | None = None
+) -> None:
+    """Feed every envelope of the chosen source, in order."""
+    if a.from_file is not None:
+        for envelope in read_log(a.from_file):
+            if to_seq is not None and envelope.seq > to_seq:
+                break
+            feed(envelope)
+        return
+
+    async def pump() -> None:
+        async for envelope in _stream(a, to_seq):
+            feed(envelope)
+
+    asyncio.run(pump())
+
+
+def _guarded(run: Run) -> Run:
+    """Audit errors and a missing extra become one line on stderr and exit status 2."""
+
+    def guarded(a: argparse.Namespace) -> int:
+        try:
+            return run(a)
+        except AuditError as err:
+            print(f"error: {err}", file=sys.stderr)
+        except ModuleNotFoundError as err:
+            if err.name is None or not err.name.startswith("nats"):
+                raise
+            print(f"error: {BUS_EXTRA} (or read an export with --from-file)", file=sys.stderr)
+        return 2
+
+    return guarded
+
+
+def _keeping_gc_off_the_state(feed: Callable[[Envelope], Any]) -> Callable[[Envelope], Any]:
+    """Freeze what the replay has built every so often: the folded state lives to the end,
+    and full collections walking it again and again cost more than the replay itself."""
+    fed = 0
+
+    def feeding(envelope: Envelope) -> None:
+        nonlocal fed
+        feed(envelope)
+        fed += 1
+        if fed % FREEZE_EVERY == 0:
+            gc.freeze()
+
+    return feeding
+
+
+# ---- commands ---------------------------------------------------------------------
+
+
+def export_log(a: argparse.Namespace) -> int:
+    from quartermaster.audit.export import export
+
+    done = asyncio.run(export(_settings(a), a.out, Format(a.format), a.from_seq, a.to_seq))
+    print(
+        f"exported {done.messages} messages ({done.events} events), "
+        f"seq {done.first_seq}-{done.last_seq}, to {a.out}"
+    )
+    return 0
+
+
+def verify_log(a: argparse.Namespace) -> int:
+    from quartermaster.audit.verify import Verifier
+
+    verifier = Verifier(a.heartbeat_timeout)
+    started = time.perf_counter()
+    _each(a, _keeping_gc_off_the_state(verifier.feed))
+    report = verifier.report
+    print(render_report(report, time.perf_counter() - started, a.max_differences))
+    return 0 if report.ok else 1
+
+
+def audit_state(a: argparse.Namespace) -> int:
+    from quartermaster.audit.replay import fold_until, instant
+
+    seq, at = parse_instant(a.at)
+    envelopes: list[Envelope] = []
+    _each(a, envelopes.append, to_seq=seq)
+    state, position = fold_until(envelopes, seq, at)
+    print(render_instant(instant(state, position, a.heads, a.queue)))
+    return 0
+
+
+def explain_job(a: argparse.Namespace) -> int:
+    from quartermaster.audit.explain import Explainer
+
+    if a.from_file is not None:
+        explainer = Explainer(a.job_id)
+        _each(a, explainer.feed)
+        print(render_explanation(explainer.result()))
+        return 0
+    from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
+    from quartermaster.audit.wire import from_proto
+    from quartermaster.client import Quartermaster, QuartermasterError
+
+    with Quartermaster(a.address) as client:
+        try:
+            reply = client.call(
+                client.jobs.ExplainServiceJob, pb.ExplainServiceJobRequest(job_id=a.job_id)
+            )
+        except QuartermasterError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+    print(render_explanation(from_proto(reply)))
+    return 0
+
+
+def simulate_jobs(a: argparse.Namespace) -> int:
+    from quartermaster.audit import simconfig
+    from quartermaster.audit.recorded import recorded_jobs
+    from quartermaster.audit.simulate import compare, trace_jobs
+    from quartermaster.audit.timeline_svg import render
+
+    if a.trace is not None:
+        if a.config is None:
+            raise ConfigError("--config is required with --trace")
+        config = simconfig.load_config(a.config)
+        jobs = trace_jobs(simconfig.read_trace(a.trace, config))
+    else:
+        recorded = recorded_jobs(read_log(a.log), a.queue)
+        config = simconfig.load_config(a.config) if a.config is not None else recorded.config
+        jobs = recorded.jobs_for(config)
+        print(recorded.summary())
+    started = time.perf_counter()
+    comparison = compare(config, jobs)
+    print(render_comparison(comparison, time.perf_counter() - started))
+    if a.svg is not None:
+        limits = {s.name: sum(s.limits.values()) for s in config.shares}
+        a.svg.write_text(render(comparison.candidate, limits))
+        print(f"timeline: {a.svg}")
+    return 0
+
+
+# ---- the instant of `qm audit state --at` -------------------------------------------
+
+
+def parse_instant(text: str) -> tuple[int | None, float | None]:
+    """`42` -> seq 42; `@1700000000.5` -> epoch seconds; else an ISO 8601 time (UTC if naive)."""
+    if text.isdigit():
+        return int(text), None
+    if text.startswith("@"):
+        try:
+            return None, float(text[1:])
+        except ValueError:
+            pass
+    else:
+        try:
+            when = dt.datetime.fromisoformat(text)
+        except ValueError:
+            pass
+        else:
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=dt.UTC)
+            return None, when.timestamp()
+    raise AuditError(f"--at: a sequence number, @EPOCH_SECONDS or an ISO 8601 time, got {text!r}")
+
+
+# ---- the parser -----------------------------------------------------------------------
+
+
+def register(groups: Any) -> None:
+    """Add `log`, `audit`, `explain` and `simulate` to `qm`."""
+
+    def sub(name: str, help_: str) -> Any:
+        return groups.add_parser(name, help=help_).add_subparsers(dest="command", required=True)
+
+    def command(parent: Any, name: str, run: Run, help_: str) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = parent.add_parser(name, help=help_)
+        p.set_defaults(run=_guarded(run))
+        return p
+
+    log = sub("log", "the event log")
+    p = command(log, "export", export_log, "write the stream (or a range) to a file")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--from-seq", type=int, default=1)
+    p.add_argument("--to-seq", type=int, default=None)
+    p.add_argument("--format", choices=[f.value for f in Format], default=Format.JSONL.value)
+    _bus_flags(p)
+
+    audit = sub("audit", "replay audits of the event log")
+    p = command(audit, "verify", verify_log, "re-run the pass wherever decisions were recorded")
+    _source_flags(p)
+    p.add_argument(
+        "--heartbeat-timeout",
+        type=float,
+        default=None,
+        help="the scheduler's host heartbeat timeout (default: read from the log's host losses)",
+    )
+    p.add_argument("--max-differences", type=int, default=20, help="differences to print")
+    p = command(audit, "state", audit_state, "usage, queue heads and warm pools at a past instant")
+    _source_flags(p)
+    p.add_argument("--at", required=True, metavar="SEQ|TIME", help="42, @EPOCH or ISO 8601")
+    p.add_argument("--queue", default=None)
+    p.add_argument("--heads", type=int, default=3, help="queue heads per share")
+
+    p = groups.add_parser("explain", help="a job's history from the log, with its decisions")
+    p.set_defaults(run=_guarded(explain_job))
+    p.add_argument("job_id")
+    _source_flags(p)
+
+    p = groups.add_parser("simulate", help="replay jobs against a candidate configuration")
+    p.set_defaults(run=_guarded(simulate_jobs))
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--trace", type=Path, help="JSON lines: arrival, duration, share, ...")
+    what.add_argument("--log", type=Path, help="an exported log whose jobs to replay")
+    p.add_argument("--config", type=Path, default=None, help="candidate (default: the log's own)")
+    p.add_argument("--queue", default=None, help="the recorded queue to replay (--log)")
+    p.add_argument("--svg", type=Path, default=None, help="write the utilization timeline here")
