@@ -624,7 +624,11 @@ def test_job_requests_write_their_events(state: State) -> None:
     ]
     assert validate(
         pb.UpdateWarmPoolRequest(job_id="waiting", keep_alive_period_in_seconds=60), state
-    ) == [ev.WarmPoolKeepAliveUpdated(at=NOW, job_id="waiting", keep_alive_seconds=60)]
+    ) == [
+        ev.WarmPoolKeepAliveUpdated(
+            at=NOW, job_id="waiting", keep_alive_seconds=60, pass_decides_expiry=True
+        )
+    ]
 
 
 def test_draining_writes_once(state: State) -> None:

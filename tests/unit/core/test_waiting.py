@@ -161,7 +161,7 @@ ROWS: dict[WaitCode, tuple[Callable[[], tuple[World, str]], dict[str, Any], str]
     WaitCode.WAITING_FOR_STOP: (
         waiting_for_stop,
         {"free": 1, "job_ids": ("borrowed",)},
-        "waiting for 1 ml.g5.xlarge that stopping jobs free: borrowed",
+        "waiting for 1 ml.g5.xlarge that 1 stopping job of quota share QS1 free",
     ),
     WaitCode.NOT_ENOUGH_FREE_HOSTS: (
         gang_short_of_hosts,

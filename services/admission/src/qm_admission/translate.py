@@ -6,14 +6,16 @@ so an answer built from the folded state looks exactly like one read from Postgr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypeVar
 
+import msgspec
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from qm_admission.names import Kind, arn
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
-from quartermaster.core import Host, Job, State
+from quartermaster.core import DryRun, Host, Job, State
 from quartermaster.store import documents
 
 M = TypeVar("M", bound=Message)
@@ -36,6 +38,24 @@ def job_reply(job_id: str, job_name: str) -> pb.SubmitServiceJobResponse:
     return pb.SubmitServiceJobResponse(
         job_id=job_id, job_name=job_name, job_arn=arn(Kind.JOB, job_id)
     )
+
+
+def dry_run_result(
+    result: DryRun, hide: Callable[[tuple[str, ...]], tuple[str, ...]]
+) -> pb.DryRunResult:
+    """What the pass would do with the job; `hide` blanks ids the caller may not see."""
+    message = pb.DryRunResult(
+        would_start=result.starts,
+        host_ids=list(result.hosts),
+        warm_pool_job_id=hide((result.warm_pool,))[0] if result.warm_pool else "",
+        rule=result.rule.value if result.rule is not None else "",
+        preempted_job_ids=list(hide(result.preempts)),
+        terminated_warm_pool_job_ids=list(hide(result.evicts)),
+    )
+    if result.wait is not None:
+        reason = msgspec.structs.replace(result.wait, job_ids=hide(result.wait.job_ids))
+        message.wait_reason.CopyFrom(parse(documents.wait_reason_doc(reason), pb.WaitReason()))
+    return message
 
 
 def job_state_change(job: Job, seq: int, at: float) -> pb.JobStateChange:

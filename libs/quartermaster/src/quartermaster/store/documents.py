@@ -22,6 +22,7 @@ from quartermaster.core.model import (
     WarmPoolStatus,
 )
 from quartermaster.core.state import State
+from quartermaster.core.wait_reasons import WaitReason
 from quartermaster.events import SharingStrategy
 from quartermaster.store import arns
 
@@ -156,6 +157,40 @@ def job_doc(state: State, job: Job) -> Doc:
 def job_summary(detail: Doc) -> Doc:
     """`ServiceJobSummary` of a `ServiceJobDetail` document."""
     return {key: detail[key] for key in SUMMARY_FIELDS}
+
+
+# ---- why a job waits (derived on read, never stored) ------------------------------
+
+
+def wait_reason_doc(reason: WaitReason) -> Doc:
+    """`WaitReason`."""
+    return {
+        "code": f"WAIT_REASON_CODE_{reason.code.value}",
+        "message": reason.message,
+        "instances_needed": reason.needed,
+        "share_units": reason.held,
+        "share_limit": reason.limit,
+        "units_free": reason.free,
+        "jobs_ahead": reason.jobs_ahead,
+        "job_ids": list(reason.job_ids),
+        "quota_share_names": list(reason.shares),
+    }
+
+
+def showing_wait(doc: Doc, reason: WaitReason) -> Doc:
+    """A RUNNABLE job's document (detail, summary or front-of-queue entry) with why it waits.
+
+    Not stored with the job: the reason depends on the whole queue, which any event
+    may change, so the read side derives it from its folded state when it answers.
+    The recorded status reason (why the job is RUNNABLE again, e.g. "Preempted: ...")
+    stays first and the wait message follows it.
+    """
+    recorded = str(doc.get("status_reason") or "")
+    if reason.message in recorded:
+        text = recorded
+    else:
+        text = f"{recorded}; {reason.message}" if recorded else reason.message
+    return {**doc, "status_reason": text, "wait_reason": wait_reason_doc(reason)}
 
 
 # ---- warm pools and hosts ---------------------------------------------------------

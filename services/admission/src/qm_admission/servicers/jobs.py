@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,11 +14,14 @@ from qm_admission.consistency import announce
 from qm_admission.errors import RequestRejected, invalid, not_found
 from qm_admission.servicers.base import Backends, write
 from qm_admission.submission import Outcome, SubmissionPlanner
-from qm_admission.translate import job_reply, parse
+from qm_admission.tokens import new_job_id
+from qm_admission.translate import dry_run_result, job_reply, parse
+from qm_admission.waiting import Reads, WaitReasons, visible_ids
 from qm_admission.watch import WatchFilter
+from quartermaster import events as ev
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.api.qm.v1 import quartermaster_pb2_grpc as rpc
-from quartermaster.core import State
+from quartermaster.core import State, dry_run
 from quartermaster.events import Event
 from quartermaster.store import arns
 
@@ -30,15 +34,42 @@ class ServiceJobs(rpc.ServiceJobsServicer):
         self._planner = SubmissionPlanner(
             backends.read_model, backends.settings.max_keep_alive_seconds
         )
+        self._waiting = WaitReasons()
 
     # ---- writes ---------------------------------------------------------------
     async def SubmitServiceJob(
         self, request: pb.SubmitServiceJobRequest, context: Any
     ) -> pb.SubmitServiceJobResponse:
+        if request.dry_run:
+            return await self._dry_run(request, context)
         (outcome,) = await self._submit([request], context)
         if isinstance(outcome, RequestRejected):
             raise outcome
         return outcome
+
+    async def _dry_run(
+        self, request: pb.SubmitServiceJobRequest, context: Any
+    ) -> pb.SubmitServiceJobResponse:
+        """Validate as a submission, answer what the pass would do with it; write nothing."""
+        for refused in _refused_submissions([request]).values():
+            raise refused
+        if request.client_token:
+            validation.check_client_token(request.client_token)
+        state = await self._b.consistency.folded(context)
+        events = validation.submit_job(
+            request,
+            state,
+            job_id=new_job_id(),
+            at=time.time(),
+            max_keep_alive_seconds=self._b.settings.max_keep_alive_seconds,
+        )
+        submitted = next(e for e in events if isinstance(e, ev.JobSubmitted))
+        result = dry_run(state, submitted)
+        reads = _reads()
+        return pb.SubmitServiceJobResponse(
+            job_name=submitted.job_name,
+            dry_run_result=dry_run_result(result, lambda ids: visible_ids(ids, state, reads)),
+        )
 
     async def SubmitServiceJobs(
         self, request: pb.SubmitServiceJobsRequest, context: Any
@@ -47,6 +78,9 @@ class ServiceJobs(rpc.ServiceJobsServicer):
             raise invalid("jobs", "needs at least one job")
         if len(request.jobs) > MAX_JOBS_PER_CALL:
             raise invalid("jobs", f"takes at most {MAX_JOBS_PER_CALL} jobs per call")
+        for index, job in enumerate(request.jobs):
+            if job.dry_run:
+                raise invalid(f"jobs[{index}].dry_run", "is taken by SubmitServiceJob only")
         outcomes = await self._submit(list(request.jobs), context)
         response = pb.SubmitServiceJobsResponse()
         for index, outcome in enumerate(outcomes):
@@ -110,6 +144,8 @@ class ServiceJobs(rpc.ServiceJobsServicer):
         doc = await self._b.read_model.describe_job(request.job_id)
         if doc is None:
             raise not_found("job_id", f"job {request.job_id!r} does not exist")
+        state = await self._b.consistency.folded(context)
+        (doc,) = self._waiting.shown([doc], state, _reads())
         job = parse(doc, pb.ServiceJobDetail())
         access.require_share(access.P.JOBS_READ, job.job_queue, job.quota_share_name)
         return pb.DescribeServiceJobResponse(job=job)
@@ -136,6 +172,7 @@ class ServiceJobs(rpc.ServiceJobsServicer):
             next_token=query.next_token,
             quota_shares=sorted(shares) if shares is not None else None,
         )
+        docs = self._waiting.shown(docs, state, _reads())
         return pb.ListServiceJobsResponse(
             job_summary_list=[parse(d, pb.ServiceJobSummary()) for d in docs],
             next_token=token or "",
@@ -157,6 +194,12 @@ class ServiceJobs(rpc.ServiceJobsServicer):
                 )
         finally:
             self._b.hub.unsubscribe(subscription)
+
+
+def _reads() -> Reads | None:
+    """Whose jobs the caller may see (None: everyone's)."""
+    principal = access.caller()
+    return None if principal.may_read_all() else principal.reads_share
 
 
 def job_scope(state: State, permission: access.Permission, job_id: str) -> None:

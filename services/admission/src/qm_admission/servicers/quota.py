@@ -13,6 +13,7 @@ from qm_admission.servicers.base import Backends, write
 from qm_admission.servicers.explain import HIDDEN
 from qm_admission.translate import parse
 from qm_admission.validation import common
+from qm_admission.waiting import WaitReasons
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.api.qm.v1 import quartermaster_pb2_grpc as rpc
 
@@ -22,6 +23,7 @@ DEFAULT_FRONT = 100
 class QuotaManagement(rpc.QuotaManagementServicer):
     def __init__(self, backends: Backends) -> None:
         self._b = backends
+        self._waiting = WaitReasons()
 
     # ---- service environments ---------------------------------------------------
     async def CreateServiceEnvironment(
@@ -124,8 +126,10 @@ class QuotaManagement(rpc.QuotaManagementServicer):
         doc = await self._b.read_model.queue_snapshot(queue.name, limit)
         if doc is None:
             raise not_found("job_queue", f"job queue {queue.name!r} does not exist")
-        snapshot = parse(doc, pb.GetJobQueueSnapshotResponse())
         principal = access.caller()
+        reads = None if principal.may_read_all() else principal.reads_share
+        doc["front_of_queue"] = self._waiting.shown(doc["front_of_queue"], state, reads)
+        snapshot = parse(doc, pb.GetJobQueueSnapshotResponse())
         if not principal.may_read_all():
             hide_other_shares_jobs(snapshot, queue.name, principal.reads_share)
         return snapshot
@@ -196,6 +200,7 @@ def hide_other_shares_jobs(
     for job in snapshot.front_of_queue:
         if not reads(queue, job.quota_share_name):
             job.job_id, job.job_arn, job.job_name, job.status_reason = "", "", HIDDEN, ""
+            job.ClearField("wait_reason")
     for share in snapshot.quota_shares:
         if not reads(queue, share.quota_share_name):
             share.head_job_ids[:] = [""] * len(share.head_job_ids)

@@ -30,7 +30,12 @@ def update_warm_pool(
         raise failed_precondition(
             "job_id", f"job {job.job_id} is {job.status.value} and has no Available warm pool"
         )
-    return [ev.WarmPoolKeepAliveUpdated(at=at, job_id=job.job_id, keep_alive_seconds=seconds)]
+    # The scheduler's next pass decides the pool's new expiry (and records it).
+    return [
+        ev.WarmPoolKeepAliveUpdated(
+            at=at, job_id=job.job_id, keep_alive_seconds=seconds, pass_decides_expiry=True
+        )
+    ]
 
 
 def drain_node(request: pb.DrainNodeRequest, state: State, *, at: float) -> list[ev.Event]:
