@@ -173,7 +173,8 @@ def explain_job(a: argparse.Namespace) -> int:
     from quartermaster.audit.wire import from_proto
     from quartermaster.client import Quartermaster, QuartermasterError
 
-    with Quartermaster(a.address) as client:
+    secure = {"credentials_dir": a.credentials, "insecure": a.insecure or None}
+    with Quartermaster(a.address, **secure) as client:
         try:
             reply = client.call(
                 client.jobs.ExplainServiceJob, pb.ExplainServiceJobRequest(job_id=a.job_id)
