@@ -32,6 +32,7 @@ if [[ -z ${QM_SKIP_DOCKER:-} ]]; then
         need=()
         command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
         command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+        command -v ip >/dev/null 2>&1 || need+=(iproute2)  # the multi-host test's namespaces
         if ((${#need[@]})); then
             export DEBIAN_FRONTEND=noninteractive
             apt-get update -qq
