@@ -7,12 +7,17 @@ subject (as a node agent would).
 
 from __future__ import annotations
 
+import asyncio
 import json
+from typing import Any
 
 import grpc
+import pytest
 
 from quartermaster import events as ev
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
+from quartermaster.cli.main import main
+from quartermaster.client import Quartermaster, TrainingQueue, training_job
 from quartermaster.eventlog import encode_batch, subjects
 
 from .conftest import Client
@@ -132,4 +137,33 @@ async def test_a_dry_run_is_validated_like_a_submit_and_refused_in_bulk(admissio
     assert field_of(bad) == "scheduling_priority"
     assert bulk.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert field_of(bulk) == "jobs[1].dry_run"
+    assert await c.log.last_seq() == last
+
+
+async def test_the_python_client_and_qm_dry_run_a_submission(
+    admission: Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given: one host, seen by admission
+    c = admission
+    await set_up_queue(c)
+    seq = await register_host(c, "h1")
+    await c.call(c.jobs.ListServiceJobs, pb.ListServiceJobsRequest(job_queue="q"), min_seq=seq)
+    last = await c.log.last_seq()
+    address = f"127.0.0.1:{c.port}"
+
+    def submit_dry_run() -> Any:
+        with Quartermaster(address, insecure=True) as client:
+            payload = training_job(command=["true"], instance_type=UNIT)
+            return TrainingQueue("q", client).submit(payload, "probe", "QS2", dry_run=True)
+
+    # when
+    result = await asyncio.to_thread(submit_dry_run)
+    argv = ["--address", address, "--insecure", "job", "submit", "q", "--share", "QS2"]
+    code = await asyncio.to_thread(main, [*argv, "--name", "probe", "--dry-run", "--", "true"])
+
+    # then
+    assert (result.would_start, list(result.host_ids)) == (True, ["h1"])
+    assert code == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["would_start"], shown["host_ids"]) == (True, ["h1"])
     assert await c.log.last_seq() == last

@@ -170,6 +170,9 @@ def job_submit(c: Quartermaster, a: argparse.Namespace) -> None:
         options["retry_attempts"] = a.attempts
     if a.timeout:
         options["timeout_seconds"] = a.timeout
+    if a.dry_run:  # nothing is submitted: what the pass would do with it now
+        _show(TrainingQueue(a.queue, c).submit(payload, a.name, a.share, dry_run=True, **options))
+        return
     job = TrainingQueue(a.queue, c).submit(payload, a.name, a.share, **options)
     print(job.job_id)
 
@@ -341,6 +344,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=int, default=None)
     p.add_argument("--attempts", type=int, default=None)
     p.add_argument("--client-token", default=None)
+    p.add_argument("--dry-run", action="store_true", help="submit nothing; show what would happen")
     p.set_defaults(argv=[])  # after `--`: the entrypoint and its arguments
     command(job, "describe", job_describe).add_argument("job_id")
     p = command(job, "list", job_list)

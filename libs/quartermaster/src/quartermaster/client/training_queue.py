@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal, overload
 
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.client.connection import Quartermaster, QuartermasterError
@@ -109,11 +109,45 @@ class TrainingQueue:
             request.timeout_config.attempt_duration_seconds = timeout_seconds
         return request
 
+    @overload
     def submit(
-        self, training_job: Mapping[str, Any], job_name: str, quota_share_name: str, **options: Any
-    ) -> TrainingQueuedJob:
+        self,
+        training_job: Mapping[str, Any],
+        job_name: str,
+        quota_share_name: str,
+        *,
+        dry_run: Literal[False] = False,
+        **options: Any,
+    ) -> TrainingQueuedJob: ...
+
+    @overload
+    def submit(
+        self,
+        training_job: Mapping[str, Any],
+        job_name: str,
+        quota_share_name: str,
+        *,
+        dry_run: Literal[True],
+        **options: Any,
+    ) -> Any: ...
+
+    def submit(
+        self,
+        training_job: Mapping[str, Any],
+        job_name: str,
+        quota_share_name: str,
+        *,
+        dry_run: bool = False,
+        **options: Any,
+    ) -> TrainingQueuedJob | Any:
+        """Submit the job; with `dry_run=True` submit nothing and return the `DryRunResult`:
+        would it start now (on which hosts, on a warm pool), whom it would preempt, or why
+        it would wait."""
         request = self._request(training_job, job_name, quota_share_name, **options)
+        request.dry_run = dry_run
         response = self.client.call(self.client.jobs.SubmitServiceJob, request)
+        if dry_run:
+            return response.dry_run_result
         return TrainingQueuedJob(self.client, response.job_id, response.job_name)
 
     def map(
