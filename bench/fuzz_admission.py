@@ -51,11 +51,12 @@ import string
 import sys
 import tempfile
 import time
+import traceback
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import jwt
@@ -89,16 +90,14 @@ MEMBER_MAY = {
     "QuotaManagement": {"GetJobQueueSnapshot", "DescribeQuotaShare"},
 }
 WRITE_PREFIXES = ("Create", "Update", "Delete", "Submit", "Terminate", "Drain")
-ADMIN_ONLY_SERVICES = ("QuotaManagement", "Nodes")
 # The race runs before the mixed phase, whose admin calls may disable or delete share B.
 PHASES = (("refused", 0.40), ("race", 0.05), ("mixed", 0.40), ("refused_again", 0.15))
 CALL_TIMEOUT_S = 20.0
 WATCH_TIMEOUT_S = 1.0
 SHOW = 5
+T = TypeVar("T")
 # Hostile read-your-writes positions (printable ASCII: a client sends no other metadata).
 MIN_SEQ_VALUES = ("abc", "-1", "1e5", "9" * 30, " 1", "", "0x10", "+5", "9" * 19)
-
-log = logging.getLogger("fuzz")
 
 
 # ---- the RPCs --------------------------------------------------------------------
@@ -116,10 +115,6 @@ class Rpc:
     @property
     def writes(self) -> bool:
         return self.name.startswith(WRITE_PREFIXES)
-
-    @property
-    def admin_only(self) -> bool:
-        return self.writes and self.service in ADMIN_ONLY_SERVICES
 
     def member_may(self) -> bool:
         if self.service not in MEMBER_MAY:
@@ -299,7 +294,7 @@ def _garbage_tokens(creds: LocalCredentials, admin_token: str, now: float) -> li
     none_header = _b64(b'{"alg":"none","typ":"JWT"}')
     hs_mac = hmac.new(public, f"{hs_header}.{claims}".encode(), hashlib.sha256).digest()
     flipped = signature[:-2] + ("A" if signature[-2] != "A" else "B") + signature[-1]
-    signed_wrong = [
+    signed_wrong: list[dict[str, Any]] = [
         {"aud": "other"},
         {"iss": "someone"},
         {"exp": None},
@@ -397,7 +392,7 @@ class Values:
     def chance(self, p: float) -> bool:
         return self.rng.random() < p
 
-    def pick(self, items: list[Any] | tuple[Any, ...]) -> Any:
+    def pick(self, items: Sequence[T]) -> T:
         return items[self.rng.randrange(len(items))]
 
     huge_left = 1  # huge strings per request (reset for each one)
@@ -463,8 +458,8 @@ class Values:
         )
 
     def integer(self, bits: int, unsigned: bool = False) -> int:
-        top = 2 ** (bits - 1) - 1 if not unsigned else 2**bits - 1
-        low = -(2 ** (bits - 1)) if not unsigned else 0
+        top = (1 << (bits - 1)) - 1 if not unsigned else (1 << bits) - 1
+        low = -(1 << (bits - 1)) if not unsigned else 0
         edges = [0, 0, 1, -1, 2, 5, 10, 11, 9999, 10000, 3600, 3601, 10**6, top, low, top - 1]
         value = self.pick(edges) if self.chance(0.8) else self.rng.randint(low, top)
         return max(low, min(top, value))
@@ -615,7 +610,7 @@ class Requests:
         v = self.v
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
             target = getattr(message, field.name)
-            count = 200 if v.chance(0.05) else v.rng.randrange(4)
+            count = 200 if depth == 0 and v.chance(0.05) else v.rng.randrange(4)
             for i in range(count):
                 key = v.string("key") if v.chance(0.7) else f"k{i}"
                 target[key] = v.string("value")
@@ -847,7 +842,14 @@ class ServerErrors(logging.Handler):
         self.records: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(f"{record.name}: {record.getMessage()}"[:500])
+        line = f"{record.name}: {record.getMessage()}"[:500]
+        if record.exc_info and record.exc_info[1] is not None:
+            frames = traceback.extract_tb(record.exc_info[2])[-3:]
+            where = " <- ".join(
+                f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in frames[::-1]
+            )
+            line += f" | {record.exc_info[1]!r} at {where}"
+        self.records.append(line)
 
 
 def rss_kib() -> int:
