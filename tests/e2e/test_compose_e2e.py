@@ -46,7 +46,7 @@ PORTS = [
     "QM_POSTGRES_PORT",
     "QM_GRPC_PORT",
 ]
-UP_TIMEOUT_S = 240.0
+UP_TIMEOUT_S = 180.0  # each of `up` and the wait for health (a loaded 2-core machine: ~25 s)
 
 
 def compose_missing() -> str | None:
@@ -186,6 +186,7 @@ async def stream_replicas(urls: str) -> tuple[int, int]:
 
 
 @pytest.mark.docker
+@pytest.mark.timeout(600)  # the stack's start counts: up to twice UP_TIMEOUT_S
 def test_compose_stack_plays_the_seed_scenario(compose_stack: ComposeStack) -> None:
     client = Quartermaster(
         compose_stack.address, timeout=20, credentials_dir=compose_stack.credentials
