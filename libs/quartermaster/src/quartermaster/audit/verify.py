@@ -63,6 +63,7 @@ class Report(msgspec.Struct):
     passes: int = 0  # times the pass was re-run
     heartbeat_timeout_seconds: float | None = None
     unchecked: int = 0  # host-loss messages with no heartbeat timeout to judge them by
+    raced: int = 0  # decision messages decided before the message preceding them
     differences: list[Difference] = []
     ignored: list[Ignored] = []  # events no follower folds (undecodable, wrong subject)
 
@@ -160,6 +161,7 @@ class Verifier:
             if self._candidate(trail, lowest, at, recorded):
                 derived = self._rederive(trail.state, token)
                 if _same(recorded, derived):
+                    self.report.raced += 1
                     return
             if not trail.pending or trail.pending[0].seq >= head.pos:
                 break  # the head has tried the position before the message

@@ -40,6 +40,21 @@ def render_report(report: Report, seconds: float, max_differences: int) -> str:
         f"({rate:,.0f} events/s): {report.decision_messages} decision messages, "
         f"{report.decisions} decisions, {report.passes} passes re-run",
     ]
+    if report.raced:
+        lines.append(
+            f"{report.raced} decision messages were decided before the message preceding "
+            "them (other writers appended between the pass and its append)"
+        )
+    if report.unchecked:
+        lines.append(
+            f"WARNING: {report.unchecked} host-loss messages not checked: no heartbeat timeout "
+            "given (--heartbeat-timeout) or recorded"
+        )
+    if report.ignored:
+        lines.append(
+            f"WARNING: {len(report.ignored)} events ignored as the services ignore them, "
+            f"e.g. seq {report.ignored[0].seq} {report.ignored[0].kind}: {report.ignored[0].why}"
+        )
     timeout = report.heartbeat_timeout_seconds
     lines.append(
         f"host liveness judged with a {timeout:g} s heartbeat timeout"
