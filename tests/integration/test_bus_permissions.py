@@ -389,9 +389,11 @@ async def test_each_service_does_its_whole_role_as_its_own_user(
             )
             await until("a clock tick", lambda: bool(audit.subjects_of(ev.ClockTicked)))
             assert scheduler.leadership is not None and scheduler.leadership.gained >= 1
-        snapshot = await (
-            await SnapshotStore.open(logs["scheduler"], layout.snapshot_bucket)
-        ).load()
+        snapshots = await SnapshotStore.open(logs["scheduler"], layout.snapshot_bucket)
+        snapshot = await snapshots.load()
+        big = bytes(range(256)) * 16_000  # 4 MB: read back under flow control
+        await snapshots.save(big)
+        assert await snapshots.load() == big
     finally:
         await audit.follower.stop()
         await admission_follower.stop()

@@ -107,7 +107,7 @@ def _log_reader(layout: BusLayout) -> list[str]:
             f"CONSUMER.INFO.{s}.*",
             f"CONSUMER.DELETE.{s}.*",
             f"STREAM.MSG.GET.{s}",
-            f"DIRECT.GET.{s}",
+            f"DIRECT.GET.{s}",  # the stream allows direct gets: readers may use them
             f"DIRECT.GET.{s}.>",
         ),
         f"$JS.FC.{s}.>",  # flow-control replies of push consumers
@@ -125,21 +125,16 @@ def _scheduler_buckets(layout: BusLayout) -> list[str]:
             f"STREAM.CREATE.{kv}",
             f"STREAM.INFO.{kv}",
             f"STREAM.MSG.GET.{kv}",
-            f"DIRECT.GET.{kv}",
-            f"DIRECT.GET.{kv}.>",
             f"STREAM.CREATE.{obj}",
             f"STREAM.INFO.{obj}",
             f"STREAM.MSG.GET.{obj}",
-            f"DIRECT.GET.{obj}",
-            f"DIRECT.GET.{obj}.>",
             f"STREAM.PURGE.{obj}",  # a put drops the chunks of the object it replaces
             "STREAM.NAMES",  # a get finds the stream of the chunk subject (names only)
             f"CONSUMER.CREATE.{obj}",  # a get reads chunks with an ordered consumer
-            f"CONSUMER.CREATE.{obj}.>",
             f"CONSUMER.INFO.{obj}.*",
             f"CONSUMER.DELETE.{obj}.*",
         ),
-        f"$JS.FC.{obj}.>",
+        f"$JS.FC.{obj}.>",  # a snapshot of a few MB is read under flow control
         f"$KV.{layout.lease_bucket}.>",
         f"$O.{layout.snapshot_bucket}.>",
     ]
