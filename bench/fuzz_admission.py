@@ -1111,12 +1111,14 @@ class Fuzzer:
         role, rpc = call.role, call.rpc
         if not rpc.writes or isinstance(call.request, bytes):
             return
+        # A submission answered without a job id created none (a dry run).
         if rpc.name == "SubmitServiceJob":
             job_id = pb.SubmitServiceJobResponse.FromString(reply).job_id
-            self.member_writes.append((role, rpc.name, job_id))
+            if job_id:
+                self.member_writes.append((role, rpc.name, job_id))
         elif rpc.name == "SubmitServiceJobs":
             for result in pb.SubmitServiceJobsResponse.FromString(reply).results:
-                if result.HasField("job"):
+                if result.HasField("job") and result.job.job_id:
                     self.member_writes.append((role, rpc.name, result.job.job_id))
         elif hasattr(call.request, "job_id"):
             job_id = arns.name_of(call.request.job_id)
