@@ -6,7 +6,8 @@ The trace is generated here (seeded): four quota shares of 64 hosts, Poisson
 arrivals at about 90 % offered load, log-normal durations (median 1 h), mostly
 one instance per job with some gangs of 2, 4 and 8, priorities 0-5. The figure
 is the wall time of the candidate simulation (the goal: under 60 s for 100k
-jobs), then of the two references `qm simulate` also runs.
+jobs), then of the two references `qm simulate` also runs, then of all three
+as `qm simulate` runs them (a process each).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import statistics
 import time
 
 from quartermaster.audit.simconfig import ShareConfig, SimConfig, TraceJob
-from quartermaster.audit.simulate import scenarios, simulate, trace_jobs
+from quartermaster.audit.simulate import compare, paused_gc, scenarios, simulate, trace_jobs
 from quartermaster.events import SharingStrategy
 from quartermaster.events import State as Toggle
 
@@ -86,7 +87,8 @@ def main() -> None:
         outcome = None
         for _ in range(args.runs):
             started = time.perf_counter()
-            outcome = simulate(scenario_cfg, scenario_jobs, name, labels=cfg.shares)
+            with paused_gc():  # as `qm simulate` runs it
+                outcome = simulate(scenario_cfg, scenario_jobs, name, labels=cfg.shares)
             seconds.append(time.perf_counter() - started)
         assert outcome is not None
         print(
@@ -95,6 +97,12 @@ def main() -> None:
             f"{outcome.passes} passes, simulated {outcome.horizon / 86400:.1f} days, "
             f"utilization {outcome.utilization:.1%}"
         )
+
+    started = time.perf_counter()
+    compare(cfg, jobs, workers=3)
+    print(
+        f"qm simulate (the three scenarios, a process each): {time.perf_counter() - started:.1f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -24,12 +24,14 @@ import random
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from quartermaster import events as ev
-from quartermaster.audit import read_log, verify, write_log
+from quartermaster.audit import Report, read_log, verify, write_log
 from quartermaster.audit.envelope import Envelope
 from quartermaster.audit.logfile import from_batches
+from quartermaster.audit.parallel import default_workers, verify_file
 from quartermaster.core import State, decide, fold
 from quartermaster.core.model import JobStatus
 
@@ -274,14 +276,22 @@ def main() -> None:
         path = Path(tmp) / "log.jsonl"
         write_log(path, log)
         print(f"  JSONL export: {path.stat().st_size / 1e6:.1f} MB")
-        for name, source in (
-            ("from the JSONL file", lambda: read_log(path)),
-            ("in memory", lambda: log),
-        ):
+        ways: list[tuple[str, Callable[[], Report]]] = [
+            ("from the JSONL file", lambda: verify(read_log(path))),
+            ("in memory", lambda: verify(log)),
+        ]
+        for workers in sorted({2, default_workers()} - {1}):
+            ways.append(
+                (
+                    f"from the file, {workers} processes",
+                    lambda w=workers: verify_file(path, None, w),
+                )
+            )
+        for name, run in ways:
             rates = []
             for _ in range(args.runs):
                 began = time.perf_counter()
-                report = verify(source())
+                report = run()
                 rates.append(events / (time.perf_counter() - began))
                 assert report.ok, report.differences[:3]
             print(

@@ -33,6 +33,7 @@ from quartermaster.audit.envelope import HOSTS_TOKEN, Envelope, Ignored, admit, 
 from quartermaster.audit.errors import PermanentAuditError
 from quartermaster.core import PassPolicy, State, decide, fold
 from quartermaster.core.model import JobStatus
+from quartermaster.core.snapshot import restore, take
 from quartermaster.eventlog import subjects
 
 _HEARTBEAT_REASON = re.compile(r"no heartbeat for ([0-9.]+) s")
@@ -81,10 +82,19 @@ class _Replica:
         self.pending: deque[Envelope] = deque()
 
     def fold_next(self) -> None:
-        envelope = self.pending.popleft()
+        self.fold(self.pending.popleft())
+
+    def fold(self, envelope: Envelope) -> None:
+        state = self.state
         for event in envelope.events:
-            fold(self.state, event)
+            fold(state, event)
         self.pos = envelope.seq
+
+    def copy(self) -> _Replica:
+        """Another replica at the same position (through a snapshot: indexes rebuilt)."""
+        other = _Replica()
+        other.state, other.pos = restore(take(self.state, self.pos))
+        return other
 
 
 class Verifier:
@@ -97,34 +107,56 @@ class Verifier:
     folded once.
     """
 
-    def __init__(self, heartbeat_timeout_seconds: float | None = None) -> None:
+    def __init__(
+        self,
+        heartbeat_timeout_seconds: float | None = None,
+        check_from: int = 1,
+        reach: int = 1024,
+    ) -> None:
         """`heartbeat_timeout_seconds` is the scheduler's setting; None reads it from the
-        first host-loss decision of the log (the decision, or its reason, names it)."""
+        first host-loss decision of the log (the decision, or its reason, names it).
+
+        With `check_from` > 1 the messages before it are only folded (one part of a
+        log verified in parallel): the trail then starts `reach` messages before it,
+        a copy of the head, and a base older than that is out of reach.
+        """
         self.report = Report(heartbeat_timeout_seconds=heartbeat_timeout_seconds)
+        self.check_from = check_from
+        self.reach = reach
         self.head = _Replica()
-        self.trail = _Replica()
+        self.trail: _Replica | None = _Replica() if check_from <= 1 else None
+        self.trail_start = 0  # the oldest position the trail can give
+        self._seen = 0
         self._last_on_subject: dict[str, int] = {}
         self._tokens: dict[str, str] = {}  # subject token -> queue name
 
     # ---- feeding -------------------------------------------------------------
     def feed(self, envelope: Envelope) -> None:
-        if self.report.messages == 0 and envelope.seq != 1:
+        if self._seen == 0 and envelope.seq != 1:
             raise PermanentAuditError(
                 f"verify needs the log from seq 1; this one starts at seq {envelope.seq}"
             )
-        self.report.messages += 1
-        self.report.events += len(envelope.events)
+        self._seen += 1
+        checking = envelope.seq >= self.check_from
         events, ignored = admit(envelope)
-        self.report.ignored.extend(ignored)
+        if checking:
+            self.report.messages += 1
+            self.report.events += len(envelope.events)
+            self.report.ignored.extend(ignored)
         envelope = Envelope(envelope.seq, envelope.subject, events)
         token = decision_token(envelope.subject)
         if token is not None:
-            self.report.decision_messages += 1
-            self.report.decisions += len(events)
-            self._check(envelope, token)
+            if checking:
+                self.report.decision_messages += 1
+                self.report.decisions += len(events)
+                self._check(envelope, token)
             self._last_on_subject[envelope.subject] = envelope.seq
-        self.head.pending.append(envelope)
-        self.head.fold_next()
+        self.head.fold(envelope)
+        if self.trail is None:
+            if envelope.seq >= self.check_from - self.reach:
+                self.trail = self.head.copy()
+                self.trail_start = self.trail.pos
+            return
         self.trail.pending.append(envelope)
         while len(self.trail.pending) > MAX_LAG:
             self.trail.fold_next()
@@ -157,7 +189,7 @@ class Verifier:
                 return
             tried = (head.pos, derived)
         trail = self.trail  # an older base: walk forward from where the trail stands
-        while trail.pos < head.pos and trail.state.now <= at:
+        while trail is not None and trail.pos < head.pos and trail.state.now <= at:
             if self._candidate(trail, lowest, at, recorded):
                 derived = self._rederive(trail.state, token)
                 if _same(recorded, derived):
@@ -216,18 +248,8 @@ class Verifier:
         return True
 
     def _learn_heartbeat_timeout(self, recorded: list[ev.Event]) -> None:
-        if self.report.heartbeat_timeout_seconds is not None:
-            return
-        for d in recorded:
-            if not isinstance(d, ev.HostLost):
-                continue
-            if d.heartbeat_timeout_seconds is not None:
-                self.report.heartbeat_timeout_seconds = d.heartbeat_timeout_seconds
-                return
-            found = _HEARTBEAT_REASON.search(d.reason)  # recorded before the field existed
-            if found:
-                self.report.heartbeat_timeout_seconds = float(found.group(1))
-                return
+        if self.report.heartbeat_timeout_seconds is None:
+            self.report.heartbeat_timeout_seconds = recorded_heartbeat_timeout(recorded)
 
     def _report(
         self,
@@ -261,6 +283,19 @@ class Verifier:
                 der = derived[j1 + k] if j1 + k < j2 else None
                 index = i1 + k if rec is not None else None
                 out.append(Difference(envelope.seq, envelope.subject, index, rec, der, base, note))
+
+
+def recorded_heartbeat_timeout(decisions: Iterable[ev.Event]) -> float | None:
+    """The heartbeat timeout a host-loss decision was judged with, if it says."""
+    for d in decisions:
+        if not isinstance(d, ev.HostLost):
+            continue
+        if d.heartbeat_timeout_seconds is not None:
+            return d.heartbeat_timeout_seconds
+        found = _HEARTBEAT_REASON.search(d.reason)  # recorded before the field existed
+        if found:
+            return float(found.group(1))
+    return None
 
 
 def _queue_of(state: State, decision: ev.Event) -> str | None:

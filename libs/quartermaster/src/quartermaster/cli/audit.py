@@ -140,12 +140,17 @@ def export_log(a: argparse.Namespace) -> int:
 
 
 def verify_log(a: argparse.Namespace) -> int:
+    from quartermaster.audit.parallel import default_workers, verify_file
     from quartermaster.audit.verify import Verifier
 
-    verifier = Verifier(a.heartbeat_timeout)
     started = time.perf_counter()
-    _each(a, _keeping_gc_off_the_state(verifier.feed))
-    report = verifier.report
+    workers = a.workers if a.workers is not None else default_workers()
+    if a.from_file is not None and workers > 1:
+        report = verify_file(a.from_file, a.heartbeat_timeout, workers)
+    else:
+        verifier = Verifier(a.heartbeat_timeout)
+        _each(a, _keeping_gc_off_the_state(verifier.feed))
+        report = verifier.report
     print(render_report(report, time.perf_counter() - started, a.max_differences))
     return 0 if report.ok else 1
 
@@ -203,7 +208,7 @@ def simulate_jobs(a: argparse.Namespace) -> int:
         jobs = recorded.jobs_for(config)
         print(recorded.summary())
     started = time.perf_counter()
-    comparison = compare(config, jobs)
+    comparison = compare(config, jobs, workers=a.workers)
     print(render_comparison(comparison, time.perf_counter() - started))
     if a.svg is not None:
         limits = {s.name: sum(s.limits.values()) for s in config.shares}
@@ -268,6 +273,12 @@ def register(groups: Any) -> None:
         help="the scheduler's host heartbeat timeout (default: read from the log's host losses)",
     )
     p.add_argument("--max-differences", type=int, default=20, help="differences to print")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="processes for a --from-file log (default: one per core, up to 8; 1: sequential)",
+    )
     p = command(audit, "state", audit_state, "usage, queue heads and warm pools at a past instant")
     _source_flags(p)
     p.add_argument("--at", required=True, metavar="SEQ|TIME", help="42, @EPOCH or ISO 8601")
@@ -287,3 +298,6 @@ def register(groups: Any) -> None:
     p.add_argument("--config", type=Path, default=None, help="candidate (default: the log's own)")
     p.add_argument("--queue", default=None, help="the recorded queue to replay (--log)")
     p.add_argument("--svg", type=Path, default=None, help="write the utilization timeline here")
+    p.add_argument(
+        "--workers", type=int, default=3, help="processes: one per scenario (1: one after another)"
+    )
