@@ -1057,6 +1057,9 @@ class Fuzzer:
         if code == grpc.StatusCode.UNAVAILABLE and not details.startswith("try again"):
             r.crashes.append(dataclasses.replace(finding, kind="connection lost"))
             return
+        if code == grpc.StatusCode.UNAVAILABLE:  # "try again": transient, counted by reason
+            reason = "".join("#" if c.isdigit() else c for c in details[:70])
+            r.unexpected[f"{call.rpc.name}: UNAVAILABLE {reason}"] += 1
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
             what = "open, no item yet" if call.rpc.streaming else "DEADLINE_EXCEEDED"
             r.unexpected[f"{call.rpc.name}: {what}"] += 1

@@ -10,6 +10,8 @@
    gRPC's deserializer; now INVALID_ARGUMENT.
 5. A member reusing another share's client token (they are per queue) was told that
    share's job id in the ALREADY_EXISTS message.
+6. ExplainServiceJob answered INTERNAL when its replay of the log came back short
+   (under load) without the job the folded state holds; now UNAVAILABLE, try again.
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ import pytest
 
 from qm_admission import access
 from qm_admission.authn import LEEWAY_S, Authenticator
-from qm_admission.errors import Code, RequestRejected
+from qm_admission.errors import Code, RequestRejected, TransientAdmissionError
 from qm_admission.servicers import Backends, QuotaManagement, ServiceJobs, WarmPools
-from qm_admission.servicers.explain import HIDDEN
+from qm_admission.servicers.explain import HIDDEN, ExplainingServiceJobs
 from qm_admission.settings import Settings
 from qm_admission.submission import SubmissionPlanner
 from qm_admission.tokens import job_id_for_token
@@ -269,3 +271,42 @@ async def test_another_shares_client_token_does_not_reveal_its_job(
     assert isinstance(outcome, RequestRejected)
     assert (outcome.code, outcome.field) == (Code.ALREADY_EXISTS, "client_token")
     assert (theirs in outcome.message) is shown
+
+
+# ---- 6. a short replay ------------------------------------------------------------------
+
+
+class ShortLog:
+    """A log whose read ends before the job's messages (as a read cut short does)."""
+
+    async def read(self, from_seq: int = 1, until_seq: int | None = None) -> Any:
+        for _ in ():
+            yield
+
+
+class FollowerWithJob:
+    def __init__(self, state: State) -> None:
+        self.state = state
+        self.seq = 40
+        self.log = ShortLog()
+
+
+async def test_a_replay_that_comes_back_short_is_transient_not_internal() -> None:
+    state = _world_with_b_job().state
+    backends = Backends(
+        settings=Settings(),
+        writer=CaughtUpWriter(state),  # type: ignore[arg-type]
+        follower=FollowerWithJob(state),  # type: ignore[arg-type]
+        consistency=SnapshotConsistency(state),  # type: ignore[arg-type]
+        read_model=None,  # type: ignore[arg-type]
+        hub=None,  # type: ignore[arg-type]
+    )
+    token = access.current.set(AUDITOR)
+    try:
+        with pytest.raises(TransientAdmissionError) as err:
+            await ExplainingServiceJobs(backends).ExplainServiceJob(
+                pb.ExplainServiceJobRequest(job_id="b-job"), Context()
+            )
+    finally:
+        access.current.reset(token)
+    assert "b-job" in str(err.value) and "40" in str(err.value)

@@ -14,19 +14,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import Any
 
 import msgspec
 
 from qm_admission import access
-from qm_admission.errors import invalid, not_found
+from qm_admission.errors import TransientAdmissionError, invalid, not_found
 from qm_admission.servicers.base import Backends
 from qm_admission.servicers.jobs import ServiceJobs
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.audit.envelope import from_message
+from quartermaster.audit.errors import PermanentAuditError
 from quartermaster.audit.explain import DecisionInfo, Explainer, Explanation, Transition
 from quartermaster.audit.wire import to_proto
 from quartermaster.core import State
+
+log = logging.getLogger(__name__)
 
 YIELD_EVERY = 256  # messages folded between two yields to the event loop
 HIDDEN = "(another quota share's job)"
@@ -56,6 +60,12 @@ class ExplainingServiceJobs(ServiceJobs):
         return to_proto(explanation)
 
     async def _replay(self, job_id: str, until: int) -> Explanation:
+        """The job's history up to `until`; the caller's folded state holds the job.
+
+        A read that comes back without the job ended early (under load, a log read can
+        stop while delivered messages still wait in the client): transient, not a bug
+        of the request, so UNAVAILABLE rather than INTERNAL.
+        """
         explainer = Explainer(job_id)
         reader = self._backends.follower.log.read(from_seq=1, until_seq=until)
         async with contextlib.aclosing(reader):
@@ -63,7 +73,15 @@ class ExplainingServiceJobs(ServiceJobs):
                 explainer.feed(from_message(entry.seq, entry.subject, entry.data))
                 if entry.seq % YIELD_EVERY == 0:
                     await asyncio.sleep(0)
-        return explainer.result()
+        try:
+            return explainer.result()
+        except PermanentAuditError as err:
+            log.warning(
+                "explain job_id=%s: log read ended at seq %d of %d", job_id, explainer.seq, until
+            )
+            raise TransientAdmissionError(
+                f"the log read ended at seq {explainer.seq}, before job {job_id!r} (log at {until})"
+            ) from err
 
 
 def hide_other_shares(x: Explanation, state: State, reads: Any) -> Explanation:
