@@ -16,6 +16,9 @@ import argparse
 import random
 import statistics
 import time
+from pathlib import Path
+
+import msgspec
 
 from quartermaster.audit.simconfig import ShareConfig, SimConfig, TraceJob
 from quartermaster.audit.simulate import compare, paused_gc, scenarios, simulate, trace_jobs
@@ -79,9 +82,18 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--write", type=Path, default=None, help="also write DIR/trace.jsonl, DIR/candidate.json"
+    )
     args = parser.parse_args()
     cfg = config()
-    jobs = trace_jobs(trace(args.jobs, args.seed))
+    generated = trace(args.jobs, args.seed)
+    if args.write is not None:
+        args.write.mkdir(parents=True, exist_ok=True)
+        lines = (msgspec.json.encode(job) + b"\n" for job in generated)
+        (args.write / "trace.jsonl").write_bytes(b"".join(lines))
+        (args.write / "candidate.json").write_bytes(msgspec.json.format(msgspec.json.encode(cfg)))
+    jobs = trace_jobs(generated)
     for name, scenario_cfg, scenario_jobs in scenarios(cfg, jobs):
         seconds = []
         outcome = None

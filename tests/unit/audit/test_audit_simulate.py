@@ -50,6 +50,7 @@ def test_the_candidate_lends_then_reclaims() -> None:
     assert qs1.utilization == pytest.approx(25 / 20)  # above 100 %: it borrowed
     assert qs2.utilization == pytest.approx(10 / 20)
     assert qs1.borrowed_unit_hours == pytest.approx(5.0)  # B on QS2's unit from 0 to 5 h
+    assert qs1.lost_unit_hours == pytest.approx(5.0)  # ... and those 5 h are done again
     assert (qs1.preemptions, qs2.preemptions) == (1, 0)
     assert (qs1.wait_p50, qs1.wait_p90) == (0.0, 5 * H)  # A 0; B waited 5 h after the reclaim
     assert (qs2.wait_p50, qs2.wait_p90) == (0.0, 0.0)
@@ -86,6 +87,7 @@ def test_in_share_preemption_and_stop_time() -> None:
     # and ends 2 h later.
     (share,) = out.shares
     assert share.preemptions == 1
+    assert share.lost_unit_hours == pytest.approx((H + 60) / H)  # low's first hour and its stop
     assert out.horizon == 4 * H + 60
     assert sorted([share.wait_p50, share.wait_p90]) == [60.0, H]
 

@@ -159,7 +159,7 @@ class Explainer:
                 status_from,
                 status_to,
                 job.status_reason,
-                summarize(event, self.job_id, status_from, status_to),
+                summarize(self.state, event, self.job_id, status_from, status_to),
                 decision,
                 decision_seq,
                 shares_then,
@@ -191,20 +191,32 @@ def explain(envelopes: Iterable[Envelope], job_id: str) -> Explanation:
     return Explainer(job_id).feed_all(envelopes)
 
 
-def summarize(event: ev.Event, job_id: str, status_from: str, status_to: str) -> str:
+def job_label(name: str, job_id: str) -> str:
+    """How a step names another job: `name (id)`, or the id alone when they are equal."""
+    return job_id if name in ("", job_id) else f"{name} ({job_id})"
+
+
+def summarize(state: State, event: ev.Event, job_id: str, status_from: str, status_to: str) -> str:
     """One readable line for a step."""
+
+    def label(other: str) -> str:
+        job = state.jobs.get(other)
+        return job_label(job.job_name if job is not None else "", other)
+
     moved = f"{status_from} -> {status_to}" if status_from and status_from != status_to else ""
     match event:
         case ev.JobSubmitted():
             return f"submitted to {event.job_queue}/{event.quota_share} -> {status_to}"
         case ev.JobDispatched():
-            pool = f" on the warm pool of {event.warm_pool}" if event.warm_pool else ""
+            pool = f" on the warm pool of {label(event.warm_pool)}" if event.warm_pool else ""
             return f"dispatched, attempt {event.attempt}, on {', '.join(event.hosts)}{pool}"
         case ev.JobPreemptionRequested() if event.job_id == job_id:
-            return f"preemption requested to make room for {event.for_job}"
+            return f"preemption requested to make room for {label(event.for_job)}"
         case ev.JobPreemptionRequested():
-            return f"{event.job_id} preempted to make room for this job"
+            return f"{label(event.job_id)} preempted to make room for this job"
         case ev.WarmPoolReused() if event.job_id != job_id:
-            return f"took the warm pool of {event.job_id}"
+            return f"took the warm pool of {label(event.job_id)}"
+        case ev.WarmPoolReused():
+            return f"its warm pool was taken by {label(event.reused_by_job)}"
     tag = ev.tag_of(event).split(".", 1)[-1].replace("_", " ")
     return f"{tag} ({moved})" if moved else tag

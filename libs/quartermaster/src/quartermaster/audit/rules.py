@@ -41,13 +41,16 @@ class Candidate(msgspec.Struct, frozen=True):
     why: str
 
 
+_NOT_INPUTS = frozenset({"rule", "for_job"})  # shown on their own
+
+
 def _recorded_inputs(decision: ev.Event) -> dict[str, str]:
     """The reason fields the decision recorded (None: not recorded)."""
     return {
         name: str(value)
         for name in decision.__struct_fields__
         if name in REASON_FIELDS
-        and name != "rule"
+        and name not in _NOT_INPUTS
         and (value := getattr(decision, name)) is not None
     }
 
@@ -69,10 +72,9 @@ def _reason_text(decision: ev.Event, inputs: dict[str, str]) -> str:
         case ev.JobDispatched() if decision.warm_pool is not None:
             return f"runs on the matching warm pool of {decision.warm_pool}"
         case ev.JobDispatched():
-            held = int(inputs["in_use"]) + int(inputs["count"])
             return (
-                f"quota share {inputs['share']} holds {held} {inputs['unit']} with it; "
-                f"its own limit is {inputs['limit']}"
+                f"quota share {inputs['share']} holds {inputs['share_units']} {inputs['unit']} "
+                f"with it; its own limit is {inputs['share_limit']}"
             )
         case ev.WarmPoolAvailable():
             return "hosts kept warm"
@@ -93,7 +95,12 @@ def rule_of(state: State, decision: ev.Event) -> RuleInfo | None:
     recorded = getattr(decision, "rule", None)
     inputs = _recorded_inputs(decision)
     if isinstance(decision, ev.JobDispatched):
-        inputs |= _share_inputs(state, job, "") | {"count": str(job.count), "unit": job.unit}
+        if decision.share_units is None:  # recorded before dispatches carried their inputs
+            held = state.use.get(state.share_key(job), 0) + job.count
+            share = state.shares.get((job.queue, job.share))
+            inputs["share_units"] = str(held)
+            inputs["share_limit"] = str(share.own(job.unit) if share is not None else 0)
+        inputs |= {"share": job.share, "count": str(job.count), "unit": job.unit}
         if recorded is None:
             recorded = _dispatch_rule(state, decision, job)
     elif isinstance(decision, ev.JobPreemptionRequested):

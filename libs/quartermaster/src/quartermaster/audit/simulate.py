@@ -13,7 +13,8 @@ scenario pools the shares):
 - wait: seconds a job spent RUNNABLE in all (re-queues after preemptions included),
   p50 and p90 by nearest rank over the jobs that ran to the end;
 - preemptions: attempts of the share's jobs that were preempted;
-- borrowed unit-hours: the time integral of max(0, held - own limit).
+- borrowed unit-hours: the time integral of max(0, held - own limit);
+- lost unit-hours: what preempted attempts held, from dispatch to their stop (done again).
 
 The horizon runs from the first arrival to the last instant anything happened.
 """
@@ -34,7 +35,7 @@ import msgspec
 from quartermaster import events as ev
 from quartermaster.audit.simconfig import ShareConfig, SimConfig, TraceJob
 from quartermaster.core import State, decide, fold
-from quartermaster.core.model import ACTIVE_STATUSES, JobStatus
+from quartermaster.core.model import ACTIVE_STATUSES, JobStatus, StopCause
 
 QUEUE = "sim"
 ENVIRONMENT = "sim-env"
@@ -66,6 +67,7 @@ class ShareFigures(msgspec.Struct, frozen=True):
     wait_p90: float | None
     preemptions: int
     borrowed_unit_hours: float
+    lost_unit_hours: float  # held by attempts that were preempted: work done again
 
 
 class Timeline(msgspec.Struct, frozen=True):
@@ -150,6 +152,7 @@ class _World:
         self.waiting_since: dict[str, float] = {}
         self.waited: dict[str, float] = defaultdict(float)
         self.preemptions: dict[str, int] = defaultdict(int)
+        self.lost_seconds: dict[str, float] = defaultdict(float)
         self.times: list[float] = []
         self.series: dict[str, list[int]] = {label: [] for label in labels}
         self.last_t: float | None = None
@@ -204,6 +207,9 @@ class _World:
             return False  # an attempt that ended otherwise (preempted, then run again)
         if kind == _FINISH and job.stop_cause is not None:
             return False  # its stop is on its way; the stop settles the attempt
+        if kind == _STOP and job.stop_cause is StopCause.PREEMPTED:
+            plan = self.jobs[job_id]
+            self.lost_seconds[plan.label] += plan.count * (t - job.dispatched_at)
         for host in job.hosts:
             if kind == _FINISH:
                 fold(self.state, ev.JobSucceeded(at=t, job_id=job_id, attempt=attempt, host=host))
@@ -314,6 +320,7 @@ class _World:
                     nearest_rank(waits, 90),
                     self.preemptions[label],
                     self.borrowed_seconds[label] / 3600,
+                    self.lost_seconds[label] / 3600,
                 )
             )
         return Outcome(

@@ -56,7 +56,7 @@ def render(outcome: Outcome, limits: dict[str, int], title: str = "") -> str:
     means = {s: bucket_means(timeline.times, timeline.held[s], start, end, BUCKETS) for s in shares}
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     stacked = [sum(column) for column in zip(*means.values(), strict=True)]
-    top_value: int = max(1, outcome.capacity, math.ceil(max(stacked, default=0.0)))
+    top_value: int = max(1, outcome.capacity, math.ceil(max(stacked, default=0.0) - 1e-6))
 
     def x(b: float) -> float:
         return LEFT + plot_w * b / BUCKETS

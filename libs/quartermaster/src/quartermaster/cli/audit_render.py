@@ -190,7 +190,7 @@ def _transition(t: Transition) -> list[str]:
                 name = c.job_name or "?"
                 out.append(f"{pad}  {mark} {name:<16} {c.share:<12} prio {c.priority:<4} {c.why}")
     if t.usage:
-        out.append(f"{pad}usage then: {_usage_line(t.usage)}")
+        out.append(f"{pad}usage before: {_usage_line(t.usage)}")
     return out
 
 
@@ -218,6 +218,7 @@ def render_comparison(c: Comparison, seconds: float) -> str:
                     duration(f.wait_p90),
                     f.preemptions,
                     f"{f.borrowed_unit_hours:.2f}",
+                    f"{f.lost_unit_hours:.2f}",
                 )
             )
     table = render(
@@ -231,6 +232,7 @@ def render_comparison(c: Comparison, seconds: float) -> str:
             "WAIT P90",
             "PREEMPT",
             "BORROWED U-H",
+            "LOST U-H",
         ),
         rows,
     )

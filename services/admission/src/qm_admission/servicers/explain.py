@@ -26,7 +26,13 @@ from qm_admission.servicers.jobs import ServiceJobs
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.audit.envelope import from_message
 from quartermaster.audit.errors import PermanentAuditError
-from quartermaster.audit.explain import DecisionInfo, Explainer, Explanation, Transition
+from quartermaster.audit.explain import (
+    DecisionInfo,
+    Explainer,
+    Explanation,
+    Transition,
+    job_label,
+)
 from quartermaster.audit.wire import to_proto
 from quartermaster.core import State
 
@@ -101,15 +107,21 @@ def hide_other_shares(x: Explanation, state: State, reads: Any) -> Explanation:
         for_job = d.for_job if not d.for_job or visible(d.for_job) else ""
         return msgspec.structs.replace(d, for_job=for_job, candidates=candidates)
 
+    def hide(text: str, job_id: str) -> str:
+        job = state.jobs.get(job_id)
+        if job is not None:
+            text = text.replace(job_label(job.job_name, job_id), HIDDEN)
+        return text.replace(job_id, HIDDEN)
+
     def transition(t: Transition) -> Transition:
         if t.decision is None:
             return t
         d = decision(t.decision)
         summary = t.summary
         if t.decision.for_job and not d.for_job:
-            summary = summary.replace(t.decision.for_job, HIDDEN)
+            summary = hide(summary, t.decision.for_job)
         for hidden in {c.job_id for c in t.decision.candidates} - {c.job_id for c in d.candidates}:
-            summary = summary.replace(hidden, HIDDEN)
+            summary = hide(summary, hidden)
         return msgspec.structs.replace(t, decision=d, summary=summary)
 
     return msgspec.structs.replace(x, transitions=[transition(t) for t in x.transitions])
