@@ -15,8 +15,12 @@ from quartermaster.audit.settings import AuditSettings
 from quartermaster.audit.stream import open_log, read_range
 from quartermaster.bus import JetStreamLog
 from quartermaster.cli.main import main
+from quartermaster.embedded.nats_auth import Role, user_name
 from quartermaster.embedded.nats_server import EmbeddedNats
 from quartermaster.eventlog import encode_batch, subjects
+from quartermaster.testing.servers import SecuredBus
+
+AUDITOR = user_name(Role.AUDITOR)
 
 
 def settings_for(nats: EmbeddedNats, event_log: JetStreamLog) -> AuditSettings:
@@ -98,3 +102,26 @@ async def test_a_missing_stream_is_a_clear_error(
     assert status == 2
     assert "NO_SUCH_STREAM" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+async def test_the_auditor_nats_user_exports_a_secured_log(
+    secured_bus: SecuredBus, tmp_path: Path
+) -> None:
+    """On a bus with one user per role, the auditor's user reads the whole log (and only reads)."""
+    admin = await secured_bus.connect(SecuredBus.ADMIN)
+    try:
+        stored = await append_seed(admin)
+    finally:
+        await admin.close()
+    who = secured_bus.credentials(AUDITOR)
+    settings = AuditSettings(
+        nats_url=secured_bus.url,
+        stream=secured_bus.layout.stream,
+        subject_prefix=secured_bus.layout.subject_prefix,
+        nats_user=who.user,
+        nats_password=who.password,
+    )
+    out = tmp_path / "audited.jsonl"
+    done = await export(settings, out)
+    assert done.messages == len(stored)
+    assert verify(read_log(out)).ok
