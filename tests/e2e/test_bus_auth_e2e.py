@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import ssl
 import stat
 
+import msgspec
 import nats
 import nats.errors
 import pytest
@@ -41,9 +43,21 @@ def test_the_seed_scenario_plays_on_a_secured_bus(make_stack: StackFactory) -> N
 
 
 async def _refused(stack: Stack) -> None:
-    """No anonymous client gets in; node-1's user cannot write decisions."""
-    with pytest.raises((nats.errors.NoServersError, nats.errors.Error)):
+    """No anonymous client gets in, nor one with a password but no certificate of the
+    stack's CA (mutual TLS); node-1's user cannot write decisions."""
+    refused = (nats.errors.NoServersError, nats.errors.Error, ssl.SSLError, OSError)
+    assert stack.nats_url.startswith("tls://")
+    with pytest.raises(refused):
         await nats.connect(stack.nats_url, max_reconnect_attempts=0, allow_reconnect=False)
+    creds = stack.nats_credentials("node-1")
+    no_cert = msgspec.structs.replace(creds, tls_cert="", tls_key="")
+    with pytest.raises(refused):
+        await nats.connect(
+            stack.nats_url,
+            max_reconnect_attempts=0,
+            allow_reconnect=False,
+            **no_cert.connect_options(),
+        )
     errors: list[str] = []
 
     async def on_error(err: Exception) -> None:

@@ -77,6 +77,7 @@ def test_the_config_holds_every_user_with_its_permissions(tmp_path: Path) -> Non
         "key_file": "/k.pem",
         "ca_file": "/ca.pem",
         "verify": True,
+        "timeout": 5.0,
     }
     assert len({u["password"] for u in rendered.values()}) == len(rendered)
 

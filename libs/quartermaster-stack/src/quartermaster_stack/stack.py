@@ -19,6 +19,7 @@ from typing import Any
 
 import asyncpg
 import grpc
+import msgspec
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from qm_admission.server import create_server, stop_server
@@ -29,12 +30,13 @@ from qm_scheduler.service import Scheduler
 from qm_scheduler.settings import SchedulerSettings
 from qm_warmpool.service import WarmPoolService
 from qm_warmpool.settings import WarmPoolSettings
-from quartermaster.auth.local import LocalCredentials
+from quartermaster.auth.local import SERVER_NAMES, LocalCredentials
 from quartermaster.bus import JetStreamLog
 from quartermaster.bus.access import NatsCredentials
 from quartermaster.embedded.nats_auth import (
     BusLayout,
     Role,
+    TlsFiles,
     render_config,
     service_users,
     user_name,
@@ -170,17 +172,22 @@ class Stack:
             self.nats_passwords = NatsPasswords(directory)
         if not self.nats_url:
             config = None
+            tls = self._nats_server_tls()
             if self.nats_passwords is not None:
                 users = service_users(self.nats_passwords.password, self.host_ids())
-                text = render_config(users, self.nats_layout())
+                text = render_config(users, self.nats_layout(), tls=tls)
                 config = await asyncio.to_thread(self.nats_passwords.write_server_config, text)
-            self._nats = EmbeddedNats(self.data_dir / "nats", config_file=config).start()
+            self._nats = EmbeddedNats(
+                self.data_dir / "nats", config_file=config, tls=tls is not None
+            ).start()
             self.nats_url = self._nats.url
         if self.nats_passwords is None:
             if self.settings.secure:
                 log.warning("NATS at %s is used without credentials", self.nats_url)
             return
-        admin = self.nats_passwords.credentials(user_name(Role.ADMIN))
+        admin = self._with_client_cert(
+            self.nats_passwords.credentials(user_name(Role.ADMIN)), "admin"
+        )
         await bootstrap(self.nats_url, self.nats_layout(), admin)
 
     def nats_credentials(self, part: str) -> NatsCredentials:
@@ -190,7 +197,25 @@ class Stack:
         roles = {"scheduler": Role.SCHEDULER, "warmpool": Role.WARMPOOL}
         role = roles.get(part, Role.ADMISSION if part == "admission" else Role.NODE)
         name = user_name(role, part if role is Role.NODE else None)
-        return self.nats_passwords.credentials(name)
+        return self._with_client_cert(self.nats_passwords.credentials(name), part)
+
+    def _nats_server_tls(self) -> TlsFiles | None:
+        """Mutual TLS on the embedded server of a secured stack: every service, node agent
+        and the bootstrap show a certificate of the stack's CA (and their NATS password)."""
+        if self.credentials is None or self.nats_passwords is None:
+            return None
+        cert, key = self.credentials.service_cert("nats-server", _now(), SERVER_NAMES)
+        return TlsFiles(
+            cert_file=str(cert), key_file=str(key), ca_file=str(self.credentials.ca), verify=True
+        )
+
+    def _with_client_cert(self, creds: NatsCredentials, part: str) -> NatsCredentials:
+        if self.credentials is None or self._nats is None or not self._nats.tls:
+            return creds
+        cert, key = self.credentials.service_cert(f"nats-{part}", _now())
+        return msgspec.structs.replace(
+            creds, tls_ca=str(self.credentials.ca), tls_cert=str(cert), tls_key=str(key)
+        )
 
     def _bus_fields(self, part: str) -> dict[str, Any]:
         """The BusSettings fields of a part's settings: where the log is, who it is there."""
@@ -201,6 +226,9 @@ class Stack:
             "subject_prefix": self.settings.subject_prefix,
             "nats_user": creds.user,
             "nats_password": creds.password,
+            "nats_tls_ca": creds.tls_ca,
+            "nats_tls_cert": creds.tls_cert,
+            "nats_tls_key": creds.tls_key,
         }
 
     async def _connect(self, part: str) -> JetStreamLog:
@@ -340,6 +368,10 @@ class Stack:
                 if loop.time() > deadline:
                     raise TimeoutError(f"node agent {host} did not register")
                 await asyncio.sleep(0.05)
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
 
 
 def _report_crash(task: asyncio.Task[None]) -> None:

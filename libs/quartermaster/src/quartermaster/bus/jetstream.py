@@ -372,7 +372,9 @@ class JetStreamLog:
             raise bus_error(err, f"delete stream {self._stream}") from err
 
     async def close(self) -> None:
-        await self._acks.stop()
+        # A connection already lost has nothing left to unsubscribe from: close quietly.
+        with contextlib.suppress(*NATS_FAILURES, ConnectionError):
+            await self._acks.stop()
         if self._owns_connection and not self._nc.is_closed:
             # Not drain(): it waits (30 s) on subscriptions holding messages nobody will
             # read, e.g. a pull subscription's late "request timeout" status messages.

@@ -82,6 +82,9 @@ class TlsFiles(msgspec.Struct, frozen=True, kw_only=True):
     key_file: str
     ca_file: str = ""
     verify: bool = False  # require and check client certificates (signed by ca_file)
+    # The server drops a client whose TLS handshake takes longer (its default, 0.5 s, is
+    # too short on a loaded host: clients were dropped mid-handshake and reconnected).
+    handshake_timeout_s: float = 5.0
 
 
 def user_name(role: Role, host: str | None = None) -> str:
@@ -206,7 +209,11 @@ def server_config(
         entries.append(entry)
     config: dict[str, object] = {"authorization": {"users": entries}}
     if tls is not None:
-        block: dict[str, object] = {"cert_file": tls.cert_file, "key_file": tls.key_file}
+        block: dict[str, object] = {
+            "cert_file": tls.cert_file,
+            "key_file": tls.key_file,
+            "timeout": tls.handshake_timeout_s,
+        }
         if tls.ca_file:
             block["ca_file"] = tls.ca_file
         if tls.verify:
