@@ -58,6 +58,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import asyncpg
 import grpc
 import jwt
 from cryptography.hazmat.primitives import serialization
@@ -1130,12 +1131,14 @@ class Fuzzer:
     # ---- phases --------------------------------------------------------------------
 
     async def refused_phase(self, phase: str, count: int) -> None:
-        before_seq, before_digest = await self.requests_seq(), await self.digest()
+        before_digest = await self.digest()
+        before_seq = await self.requests_seq()
         await self.run_calls(self.refused_calls(phase, count))
         await self.check_member_writes()
-        after_seq, after_digest = await self.requests_seq(), await self.digest()
+        after_digest = await self.digest()
+        after_seq = await self.requests_seq()
         line = (
-            f"{phase}: request subject last seq {before_seq} -> {after_seq}, "
+            f"{phase}: last request envelope (audit table) seq {before_seq} -> {after_seq}, "
             f"read model digest {before_digest[:12]} -> {after_digest[:12]}"
         )
         self.report.state_checks.append(line)
@@ -1190,29 +1193,20 @@ class Fuzzer:
         return await stub(request, metadata=(("authorization", value),), timeout=30)
 
     async def requests_seq(self) -> int:
-        """The stream sequence of the last message on the request subject (admission's)."""
+        """The log sequence of the newest request envelope (admission's writes), as the
+        audit table holds it. Call after `digest`: its admin reads wait until the
+        projection holds every envelope this admission appended."""
         stack = self.stack.stack
-        from quartermaster.bus import JetStreamLog
-        from quartermaster.embedded.nats_auth import Role as BusRole
-        from quartermaster.embedded.nats_auth import user_name
-
-        assert stack.nats_passwords is not None
-        creds = stack.nats_passwords.credentials(user_name(BusRole.ADMIN))
-        event_log = await JetStreamLog.connect(
-            stack.nats_url,
-            stack.settings.stream,
-            stack.settings.subject_prefix,
-            connection_name="qm-fuzz",
-            credentials=creds,
-            create_stream=False,
-        )
+        conn = await asyncpg.connect(stack.postgres_url)
         try:
-            last = await event_log.js.get_last_msg(
-                stack.settings.stream, self.world.request_subject
+            seq = await conn.fetchval(
+                f"SELECT coalesce(max(seq), 0) FROM {stack.settings.pg_schema}.audit "
+                "WHERE subject = $1",
+                self.world.request_subject,
             )
-            return int(last.seq or 0)
         finally:
-            await event_log.close()
+            await conn.close()
+        return int(seq)
 
     async def digest(self) -> str:
         """A digest of what only requests change: definitions, priorities, who ended jobs."""
