@@ -20,8 +20,9 @@ from pathlib import Path
 
 import msgspec
 
+from quartermaster.audit.gc_pause import paused_gc
 from quartermaster.audit.simconfig import ShareConfig, SimConfig, TraceJob
-from quartermaster.audit.simulate import compare, paused_gc, scenarios, simulate, trace_jobs
+from quartermaster.audit.simulate import compare, scenarios, simulate, trace_jobs
 from quartermaster.events import SharingStrategy
 from quartermaster.events import State as Toggle
 

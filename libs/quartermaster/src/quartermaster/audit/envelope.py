@@ -14,7 +14,7 @@ import msgspec
 
 from quartermaster.core.provenance import HOSTS_TOKEN, Family, family_of, refusal_on
 from quartermaster.eventlog import decode_batch
-from quartermaster.events import AnyEvent, tag_of
+from quartermaster.events import AnyEvent, Event, tag_of
 
 DECISIONS = "decisions"
 __all__ = ["HOSTS_TOKEN", "Envelope", "Ignored", "admit", "decision_token", "from_message"]
@@ -62,22 +62,42 @@ def _family(subject: str) -> tuple[Family, str] | None:
     return family_of(subject, prefix_of(subject))
 
 
+_UNJUDGED = object()
+_JUDGED: dict[tuple[type[Event], str, object], str | None] = {}  # (kind, subject, host) -> why
+
+
 def admit(envelope: Envelope) -> tuple[list[AnyEvent], list[Ignored]]:
     """The events a follower folds from this message, and those it leaves out."""
     if envelope.raw is not None:
         return [], [Ignored(envelope.seq, envelope.subject, "?", "undecodable message")]
-    found = _family(envelope.subject)
-    kept: list[AnyEvent] = []
-    ignored: list[Ignored] = []
+    subject = envelope.subject
+    found = _family(subject)
+    # The rule looks at the kind, the subject and, on a host's subject, the host named.
+    reports = found is not None and found[0] is Family.REPORTS
+    whys: list[str | None] = []
     for event in envelope.events:
-        why = refusal_on(event, envelope.subject, found)
-        if why is None:
-            kept.append(event)
-        else:
-            ignored.append(Ignored(envelope.seq, envelope.subject, tag_of(event), why))
+        host = (
+            (getattr(event, "host_id", None) or getattr(event, "host", None)) if reports else None
+        )
+        key = (type(event), subject, host)
+        why = _JUDGED.get(key, _UNJUDGED)
+        if why is _UNJUDGED:
+            if len(_JUDGED) > 65536:
+                _JUDGED.clear()
+            why = _JUDGED[key] = refusal_on(event, subject, found)
+        whys.append(why)  # type: ignore[arg-type]
+    if not any(whys):
+        return envelope.events, []
+    kept = [e for e, why in zip(envelope.events, whys, strict=True) if why is None]
+    ignored = [
+        Ignored(envelope.seq, subject, tag_of(e), why)
+        for e, why in zip(envelope.events, whys, strict=True)
+        if why is not None
+    ]
     return kept, ignored
 
 
+@functools.lru_cache(maxsize=4096)
 def decision_token(subject: str) -> str | None:
     """`qm.decisions.<token>` -> `<token>` (a queue's token, or `_hosts`); None otherwise."""
     head, sep, token = subject.rpartition(".")

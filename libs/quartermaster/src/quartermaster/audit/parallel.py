@@ -18,6 +18,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from quartermaster.audit.envelope import HOSTS_TOKEN, decision_token
+from quartermaster.audit.gc_pause import paused_gc
 from quartermaster.audit.logfile import read_log
 from quartermaster.audit.verify import Report, Verifier, recorded_heartbeat_timeout, verify
 
@@ -71,10 +72,18 @@ def verify_file(
     workers: int = 1,
     min_messages_per_worker: int = MIN_MESSAGES_PER_WORKER,
 ) -> Report:
-    """`verify` of a log file, on up to `workers` processes (fewer for a short log)."""
+    """`verify` of a log file, on up to `workers` processes (fewer for a short log), with
+    the cyclic GC paused (`gc_pause`)."""
+    with paused_gc():
+        return _verify_file(path, heartbeat_timeout_seconds, workers, min_messages_per_worker)
+
+
+def _verify_file(
+    path: Path, heartbeat_timeout_seconds: float | None, workers: int, min_messages: int
+) -> Report:
     starts: list[int] = []
     if workers > 1:
-        starts, totals, recorded = _stretches(path, workers, min_messages_per_worker)
+        starts, totals, recorded = _stretches(path, workers, min_messages)
     if not starts:
         return verify(read_log(path), heartbeat_timeout_seconds)
     timeout = heartbeat_timeout_seconds if heartbeat_timeout_seconds is not None else recorded

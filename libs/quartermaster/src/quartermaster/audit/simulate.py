@@ -21,18 +21,17 @@ The horizon runs from the first arrival to the last instant anything happened.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import heapq
 import math
 import multiprocessing
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
 import msgspec
 
 from quartermaster import events as ev
+from quartermaster.audit.gc_pause import paused_gc
 from quartermaster.audit.simconfig import ShareConfig, SimConfig, TraceJob
 from quartermaster.core import State, decide, fold
 from quartermaster.core.model import ACTIVE_STATUSES, JobStatus, StopCause
@@ -417,16 +416,3 @@ def compare(config: SimConfig, jobs: Sequence[SimJob], workers: int = 1) -> Comp
             outcomes = list(pool.map(_simulate_scenario, names, configs, scenario_jobs, labels))
     candidate, reserve, bound = outcomes
     return Comparison(candidate, reserve, bound)
-
-
-@contextlib.contextmanager
-def paused_gc() -> Iterator[None]:
-    """No cyclic collections during a run: the world only grows until it ends, and full
-    collections walking it again and again cost a tenth of the run. Refcounting still frees."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()

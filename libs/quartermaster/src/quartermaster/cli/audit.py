@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import gc
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -32,7 +31,6 @@ from quartermaster.cli.audit_render import (
 
 BUS_EXTRA = "reading the live log needs the bus extra: pip install 'quartermaster[bus]'"
 Run = Callable[[argparse.Namespace], int]
-FREEZE_EVERY = 20_000  # messages
 
 
 # ---- where the log comes from ------------------------------------------------
@@ -110,21 +108,6 @@ def _guarded(run: Run) -> Run:
     return guarded
 
 
-def _keeping_gc_off_the_state(feed: Callable[[Envelope], Any]) -> Callable[[Envelope], Any]:
-    """Freeze what the replay has built every so often: the folded state lives to the end,
-    and full collections walking it again and again cost more than the replay itself."""
-    fed = 0
-
-    def feeding(envelope: Envelope) -> None:
-        nonlocal fed
-        feed(envelope)
-        fed += 1
-        if fed % FREEZE_EVERY == 0:
-            gc.freeze()
-
-    return feeding
-
-
 # ---- commands ---------------------------------------------------------------------
 
 
@@ -140,16 +123,18 @@ def export_log(a: argparse.Namespace) -> int:
 
 
 def verify_log(a: argparse.Namespace) -> int:
+    from quartermaster.audit.gc_pause import paused_gc
     from quartermaster.audit.parallel import default_workers, verify_file
     from quartermaster.audit.verify import Verifier
 
     started = time.perf_counter()
     workers = a.workers if a.workers is not None else default_workers()
-    if a.from_file is not None and workers > 1:
+    if a.from_file is not None:
         report = verify_file(a.from_file, a.heartbeat_timeout, workers)
     else:
         verifier = Verifier(a.heartbeat_timeout)
-        _each(a, _keeping_gc_off_the_state(verifier.feed))
+        with paused_gc():
+            _each(a, verifier.feed)
         report = verifier.report
     print(render_report(report, time.perf_counter() - started, a.max_differences))
     return 0 if report.ok else 1
