@@ -178,9 +178,10 @@ def _transition(t: Transition) -> list[str]:
     pad = " " * 11
     out.append(f"{pad}{t.summary}")
     d = t.decision
-    if d is not None:
-        by = f" (decided at seq {t.decision_seq})" if t.decision_seq else ""
-        out.append(f"{pad}rule {d.rule}{by}: {d.reason}")
+    if d is not None and t.decision_seq:
+        out.append(f"{pad}completes the decision at seq {t.decision_seq}: rule {d.rule}")
+    elif d is not None:
+        out.append(f"{pad}rule {d.rule}: {d.reason}")
         if d.inputs:
             out.append(f"{pad}  inputs: " + " ".join(f"{k}={v}" for k, v in d.inputs.items()))
         if d.candidates:
