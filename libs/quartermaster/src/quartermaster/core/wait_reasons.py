@@ -141,7 +141,10 @@ def waiting_for_stop(job: Job, units: int, stopping: list[Job], unit: str) -> Wa
     # Shares, not job names: the job's owner may not see other shares' jobs (job_ids may).
     shares = ", ".join(sorted({j.share for j in stopping}))
     jobs = "job" if len(stopping) == 1 else "jobs"
-    detail = f"waiting for {units} {unit} that {len(stopping)} stopping {jobs} of quota share {shares} free"
+    detail = (
+        f"waiting for {units} {unit} that {len(stopping)} stopping {jobs} "
+        f"of quota share {shares} free"
+    )
     return WaitReason(
         code=code,
         message=_say(code, detail),
