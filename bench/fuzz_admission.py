@@ -11,15 +11,16 @@ generated from the message descriptors (edge values per field type) or are
 mutations of valid requests; a few go as raw bytes that are not a valid message.
 
 Phases:
-1. refused: only calls that must be refused or read (no credentials, auditor,
-   members on admin RPCs or on the other share's jobs); the request subject's
-   last sequence and a digest of the read model must not move;
-2. mixed: every role, every RPC, anything; a member's accepted write must touch
-   its own share's jobs (checked afterwards as admin);
-3. race: member B submits jobs with client tokens while member A, who can derive
-   their ids, updates and terminates them as they appear; A must never succeed;
-4. refused again, on the state the mixed phase left.
-Every OK reply to a member is scanned for the other share's job ids and names.
+1. refused (40%): only calls that must be refused or only read (no credentials,
+   auditor, members on admin RPCs or aimed at the other share); the newest request
+   envelope's seq (audit table) and a digest of the read model must not move;
+2. race (5%): member B submits jobs with client tokens while member A, who can
+   derive their ids, updates and terminates them as they appear; A never succeeds;
+3. mixed (40%): every role, every RPC, anything; a member's accepted write must
+   touch its own share's jobs (checked afterwards as admin);
+4. refused again (15%), on the state the mixed phase left.
+Every answer to a member (reply or error details) is scanned for the other share's
+job ids and names that the member did not send itself.
 
 Prints requests, rates, counts per status and per role, and the findings:
 crashes (connection lost, a server task died), INTERNAL/UNKNOWN statuses,
@@ -477,7 +478,7 @@ class Values:
             return payload()
         if roll < 0.75:
             return self.mutated_payload()
-        return self.pick(
+        text = self.pick(
             [
                 "",
                 "{",
@@ -501,6 +502,11 @@ class Values:
                 + " " * 300_000,
             ]
         )
+        if len(text) > 10_000:  # a big one counts as the request's huge string
+            if self.huge_left <= 0:
+                return payload()
+            self.huge_left -= 1
+        return text
 
     def mutated_payload(self) -> str:
         doc: dict[str, Any] = training_job(command=LONG, instance_type=UNIT)
@@ -574,7 +580,7 @@ class Values:
             "",
             "ml.p4d.24xlarge",
             UNIT,
-            "x" * 10_000,
+            "x" * (10_000 if self.huge_left > 0 else 100),
             "日本語",
             [],
             {},
