@@ -145,7 +145,7 @@ class Explainer:
             stops = isinstance(event, ev.JobPreemptionRequested | ev.JobTimedOut)
             if stops and getattr(event, "job_id", "") == self.job_id:
                 self._stop_decision = (envelope.seq, decision)
-        elif status_from != status_to and self._stop_decision is not None:
+        elif source == "report" and status_from != status_to and self._stop_decision:
             decision_seq, decision = self._stop_decision  # this report completes that stop
             self._stop_decision = None
         if source == "report" and status_from == status_to and decision is None:

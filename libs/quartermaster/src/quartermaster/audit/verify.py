@@ -13,10 +13,10 @@ for P among the positions that can have been the base:
 
 and accepts the message when the pass re-run at one of them gives exactly the
 recorded decisions for X (`decide` limited to X's queue, or to host liveness).
-Candidates are tried oldest first on one state that only moves forward, so each
-message is folded once; a base older than an earlier message's base (possible
-only with several schedulers splitting the queues) is out of reach and shows as
-a difference.
+The position just before the message is tried first (see `Verifier`); older ones
+on a lagging replica that only moves forward, so a base older than an earlier
+message's base (possible only with several schedulers splitting the queues) is
+out of reach and shows as a difference.
 """
 
 from __future__ import annotations
@@ -125,7 +125,6 @@ class Verifier:
         self.reach = reach
         self.head = _Replica()
         self.trail: _Replica | None = _Replica() if check_from <= 1 else None
-        self.trail_start = 0  # the oldest position the trail can give
         self._seen = 0
         self._last_on_subject: dict[str, int] = {}
         self._tokens: dict[str, str] = {}  # subject token -> queue name
@@ -158,7 +157,6 @@ class Verifier:
         if self.trail is None:
             if envelope.seq >= self.check_from - self.reach:
                 self.trail = self.head.copy()
-                self.trail_start = self.trail.pos
             return
         self.trail.pending.append(envelope)
         while len(self.trail.pending) > MAX_LAG:
