@@ -16,8 +16,6 @@ ENV_PREFIX = "QM_AUDIT_"
 class AuditSettings(BusSettings, frozen=True, kw_only=True):
     """`QM_AUDIT_NATS_URL`, `QM_AUDIT_STREAM`, `QM_AUDIT_SUBJECT_PREFIX`, credentials, TLS."""
 
-    read_timeout_seconds: float = 10.0
-
 
 def audit_settings(environ: Mapping[str, str] | None = None) -> AuditSettings:
     return from_env(AuditSettings, ENV_PREFIX, environ)

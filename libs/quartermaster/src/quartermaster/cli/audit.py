@@ -273,7 +273,9 @@ def register(groups: Any) -> None:
     p = groups.add_parser("explain", help="a job's history from the log, with its decisions")
     p.set_defaults(run=_guarded(explain_job))
     p.add_argument("job_id")
-    _source_flags(p)
+    p.add_argument(
+        "--from-file", type=Path, default=None, help="an exported log instead of asking admission"
+    )
 
     p = groups.add_parser("simulate", help="replay jobs against a candidate configuration")
     p.set_defaults(run=_guarded(simulate_jobs))
