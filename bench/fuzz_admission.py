@@ -902,8 +902,9 @@ class Fuzzer:
             await self.warm_cache()
             self.report.rss_before_kib = rss_kib()
             started = time.perf_counter()
-            for phase, share in PHASES:
-                count = max(1, int(total * share))
+            counts = [max(1, int(total * share)) for _, share in PHASES]
+            counts[-1] = max(1, total - sum(counts[:-1]))  # the last phase takes the rest
+            for (phase, _), count in zip(PHASES, counts, strict=True):
                 self.report.by_phase[phase] = count
                 if phase.startswith("refused"):
                     await self.refused_phase(phase, count)
@@ -1155,7 +1156,7 @@ class Fuzzer:
 
     async def race_phase(self, count: int) -> None:
         """B submits with client tokens; A aims at the derived ids as they appear."""
-        rounds = max(1, count // 9)
+        rounds = max(1, -(-count // 9))  # 9 calls a round: B's submit, A's 8 attacks
         b_meta = (("authorization", self.world.tokens["member_b"][0]),)
         rpcs = {r.name: r for r in self.world.rpcs}
         aims = ("TerminateServiceJob", "UpdateServiceJob", "UpdateWarmPool")

@@ -33,7 +33,7 @@ def test_three_hundred_hostile_requests_find_nothing() -> None:
     options = fuzz.Options(requests=300, seed=7, concurrency=16)
     report = fuzz.run(options)
     fuzz.print_report(report, options)  # shown when the test fails
-    assert report.sent >= 290
+    assert report.sent >= 300
     assert [f.line() for f in report.crashes] == []
     assert [f.line() for f in report.internal] == []
     assert [f.line() for f in report.violations] == []
