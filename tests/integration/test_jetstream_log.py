@@ -439,3 +439,30 @@ async def test_a_restarted_holder_takes_its_own_lease_back(jetstream_log: JetStr
     assert await after_restart.acquire("scheduler", "replica-a", ttl_s=30)
     assert not await before.renew("scheduler")  # the old handle's revision is stale
     await jetstream_log.js.delete_key_value(bucket)
+
+
+async def test_a_reader_is_drained_only_once_what_the_server_sent_was_seen(
+    jetstream_log: JetStreamLog,
+) -> None:
+    """The server may have sent everything (nothing pending) while the messages are still
+    on their way to the client: a bounded read must not end there (it ended short)."""
+    log = jetstream_log
+    for i in range(10):
+        await log.append(subject(log, "a"), f"m{i}".encode())
+    reader = OrderedReader(log.nc, log.js, log.stream, subject(log, ">"), 1)
+    await reader.start()
+    try:
+        for _ in range(100):  # wait until the server has delivered all ten
+            info = await log.js.consumer_info(log.stream, reader.consumer)
+            if info.num_pending == 0 and info.delivered.stream_seq == 10:
+                break
+            await asyncio.sleep(0.02)
+        assert not await reader.drained(0)  # delivered, not yet seen by the caller
+        seen = 0
+        while seen < 10:
+            entry = await reader.next(timeout=5)
+            assert entry is not None
+            seen = entry.seq
+        assert await reader.drained(seen)
+    finally:
+        await reader.stop()

@@ -337,15 +337,17 @@ class JetStreamLog:
             self._nc, self._js, self._stream, subject_filter or f"{self._prefix}.>", from_seq
         )
         await reader.start()
+        last_seen = from_seq - 1
         try:
             while True:
                 entry = await reader.next(timeout=None if until_seq is None else 0.2)
                 if entry is None:
                     # Nothing came for a while: done if no match up to until_seq can come.
                     assert until_seq is not None
-                    if await reader.pending() == 0 and await self.last_seq() >= until_seq:
+                    if await reader.drained(last_seen) and await self.last_seq() >= until_seq:
                         return
                     continue
+                last_seen = entry.seq
                 yield LogEntry(entry.seq, entry.subject, entry.data, entry.headers)
                 if until_seq is not None and (
                     entry.seq >= until_seq

@@ -22,6 +22,7 @@ import collections
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import nats.js.errors
 from nats.aio.client import Client as NatsClient
@@ -125,17 +126,26 @@ class OrderedReader:
                     log.info("ordered reader on %s: no heartbeat, recreating", self._stream)
                     self._reset_needed = True
 
-    async def pending(self) -> int:
-        """Messages the server still has to deliver to this reader (beyond those sent)."""
+    async def drained(self, last_seen: int) -> bool:
+        """Nothing is left for this reader: the server has no more to send, and everything
+        it sent (up to its delivered stream seq) was seen. the consumer's pending count alone
+        is not enough: sent messages may still be on their way to this client (under load the
+        read then ended short of messages already delivered)."""
+        info = await self._info()
+        if info is None or int(info.num_pending or 0) != 0:
+            return False
+        delivered = info.delivered.stream_seq if info.delivered is not None else 0
+        return int(delivered or 0) <= last_seen
+
+    async def _info(self) -> Any:
         if self._consumer is None:
-            return 1
+            return None
         try:
-            info = await self._js.consumer_info(self._stream, self._consumer)
+            return await self._js.consumer_info(self._stream, self._consumer)
         except nats.js.errors.NotFoundError:
-            return 1  # being recreated; unknown
+            return None  # being recreated; unknown
         except NATS_FAILURES as err:
             raise bus_error(err, f"read {self._stream}") from err
-        return int(info.num_pending or 0)
 
     async def stop(self) -> None:
         await self._drop_consumer()
