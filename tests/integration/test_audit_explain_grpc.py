@@ -29,6 +29,7 @@ from quartermaster.eventlog import LogFollower
 from quartermaster.store import Projector, ReadModel
 
 SCHEMA = "qm"
+TEARDOWN_SECONDS = 15.0
 Explain = Callable[..., Awaitable[pb.ExplainServiceJobResponse]]
 
 
@@ -95,7 +96,16 @@ async def admission(
             yield client
             await client.channel.close()
     finally:
-        await pool.close()
+        await close(pool)
+
+
+async def close(pool: Any) -> None:
+    """Bounded, as the admission fixtures do: a stuck close fails here, not at the timeout."""
+    try:
+        await asyncio.wait_for(pool.close(), TEARDOWN_SECONDS)
+    except TimeoutError:
+        pool.terminate()
+        raise
 
 
 async def test_explain_the_reclaim_of_med(admission: Admission) -> None:
@@ -168,7 +178,7 @@ async def test_qm_explain_over_grpc(
                     break
                 await asyncio.sleep(0.1)
     finally:
-        await pool.close()
+        await close(pool)
     assert status == 0, out.err
     assert f"the log up to seq {stored[-1].seq}" in out.out
     assert "rule IN_SHARE" in out.out and "* high" in out.out
