@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
-import grpc
 import jwt
 
 from qm_admission import access
 from qm_admission.errors import Code, RequestRejected
-from qm_admission.interceptors import Streaming, Unary, rewrap
+from qm_admission.interceptors import Streaming, Unary, WrappingInterceptor
 from quartermaster.auth import Principal, TokenError, verify_token
 
 CACHE_SIZE = 4096
@@ -71,24 +70,12 @@ def _unauthenticated(message: str) -> RequestRejected:
     return RequestRejected(Code.UNAUTHENTICATED, "authorization", message)
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class AuthInterceptor(WrappingInterceptor):
     def __init__(self, authenticator: Authenticator | None) -> None:
         self._authenticator = authenticator
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[Any], Awaitable[Any]],
-        handler_call_details: Any,
-    ) -> Any:
-        method: str = handler_call_details.method
-        handler = await continuation(handler_call_details)
-        if method.startswith(access.OPEN_PREFIXES):
-            return handler
-        return rewrap(
-            handler,
-            lambda behavior: self._unary(method, behavior),
-            lambda behavior: self._streaming(method, behavior),
-        )
+    def skips(self, method: str) -> bool:
+        return method.startswith(access.OPEN_PREFIXES)
 
     def _admit(self, method: str, context: Any) -> Principal:
         if self._authenticator is None:
@@ -97,7 +84,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         access.check_method(principal, method)
         return principal
 
-    def _unary(self, method: str, behavior: Unary) -> Unary:
+    def unary(self, method: str, behavior: Unary) -> Unary:
         async def call(request: Any, context: Any) -> Any:
             token = access.current.set(self._admit(method, context))
             try:
@@ -107,7 +94,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
         return call
 
-    def _streaming(self, method: str, behavior: Streaming) -> Streaming:
+    def streaming(self, method: str, behavior: Streaming) -> Streaming:
         async def call(request: Any, context: Any) -> AsyncIterator[Any]:
             access.current.set(self._admit(method, context))
             async for item in behavior(request, context):

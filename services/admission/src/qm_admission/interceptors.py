@@ -84,19 +84,48 @@ def rewrap(
     return handler
 
 
-class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class WrappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """An interceptor that wraps the behaviour of each RPC (subclasses say how)."""
+
+    def skips(self, method: str) -> bool:
+        """RPCs served unwrapped."""
+        return False
+
+    def decode(self, deserializer: Any) -> Any:
+        return deserializer
+
+    def unary(self, method: str, behavior: Unary) -> Unary:
+        raise NotImplementedError
+
+    def streaming(self, method: str, behavior: Streaming) -> Streaming:
+        raise NotImplementedError
+
     async def intercept_service(
         self,
         continuation: Callable[[Any], Awaitable[Any]],
         handler_call_details: Any,
     ) -> Any:
         method: str = handler_call_details.method
+        handler = await continuation(handler_call_details)
+        if self.skips(method):
+            return handler
         return rewrap(
-            await continuation(handler_call_details),
-            lambda behavior: _unary(method, behavior),
-            lambda behavior: _streaming(method, behavior),
-            decode=tolerant,  # outermost: its deserializer is the one gRPC calls
+            handler,
+            lambda behavior: self.unary(method, behavior),
+            lambda behavior: self.streaming(method, behavior),
+            decode=self.decode,
         )
+
+
+class ErrorInterceptor(WrappingInterceptor):
+    def decode(self, deserializer: Any) -> Any:
+        return tolerant(deserializer)  # outermost: its deserializer is the one gRPC calls
+
+    def unary(self, method: str, behavior: Unary) -> Unary:
+        return _unary(method, behavior)
+
+    def streaming(self, method: str, behavior: Streaming) -> Streaming:
+        return _streaming(method, behavior)
 
 
 async def _refuse_undecodable(method: str, request: Any, context: Any) -> None:

@@ -12,34 +12,21 @@ Fields are found by name through the message descriptors, so a new RPC is covere
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
-import grpc
 from google.protobuf.message import Message
 
-from qm_admission.interceptors import Streaming, Unary, rewrap
+from qm_admission.interceptors import Streaming, Unary, WrappingInterceptor
 from qm_admission.paging import PageTokenSeal
 from qm_admission.validation.hostile import check_request
 
 TOKEN_FIELD = "next_token"
 
 
-class RequestScreen(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class RequestScreen(WrappingInterceptor):
     def __init__(self, seal: PageTokenSeal) -> None:
         self._seal = seal
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[Any], Awaitable[Any]],
-        handler_call_details: Any,
-    ) -> Any:
-        method: str = handler_call_details.method
-        return rewrap(
-            await continuation(handler_call_details),
-            lambda behavior: self._unary(method, behavior),
-            lambda behavior: self._streaming(method, behavior),
-        )
 
     def screen(self, method: str, request: Message) -> None:
         """Check `request` and open its page token in place."""
@@ -47,7 +34,7 @@ class RequestScreen(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if _has_token(request):
             setattr(request, TOKEN_FIELD, self._seal.open(method, getattr(request, TOKEN_FIELD)))
 
-    def _unary(self, method: str, behavior: Unary) -> Unary:
+    def unary(self, method: str, behavior: Unary) -> Unary:
         async def call(request: Any, context: Any) -> Any:
             self.screen(method, request)
             response = await behavior(request, context)
@@ -58,7 +45,7 @@ class RequestScreen(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
         return call
 
-    def _streaming(self, method: str, behavior: Streaming) -> Streaming:
+    def streaming(self, method: str, behavior: Streaming) -> Streaming:
         async def call(request: Any, context: Any) -> AsyncIterator[Any]:
             self.screen(method, request)
             async for item in behavior(request, context):
