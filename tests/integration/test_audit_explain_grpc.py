@@ -65,9 +65,9 @@ async def serving(settings: Settings, event_log: JetStreamLog, pool: Any) -> Asy
         yield port
     finally:
         await stop_server(server, 0)
-        projecting.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await projecting
+        while not projecting.done():  # again if a library wait swallowed the cancel
+            projecting.cancel()
+            await asyncio.wait({projecting}, timeout=1.0)
         await follower.stop()
         await read_model.close()
 

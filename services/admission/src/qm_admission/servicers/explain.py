@@ -33,7 +33,9 @@ from quartermaster.audit.explain import (
     Transition,
     job_label,
 )
+from quartermaster.audit.stream import read_through
 from quartermaster.audit.wire import to_proto
+from quartermaster.bus.errors import TransientBusError
 from quartermaster.core import State
 
 log = logging.getLogger(__name__)
@@ -68,20 +70,20 @@ class ExplainingServiceJobs(ServiceJobs):
     async def _replay(self, job_id: str, until: int) -> Explanation:
         """The job's history up to `until`; the caller's folded state holds the job.
 
-        A read that comes back without the job ended early (under load, a log read can
-        stop while delivered messages still wait in the client): transient, not a bug
-        of the request, so UNAVAILABLE rather than INTERNAL.
+        The read resumes where an early-ending range read stopped (`read_through`); a
+        replay that still comes back without the job is transient, not a bug of the
+        request, so UNAVAILABLE rather than INTERNAL.
         """
         explainer = Explainer(job_id)
-        reader = self._backends.follower.log.read(from_seq=1, until_seq=until)
-        async with contextlib.aclosing(reader):
-            async for entry in reader:
-                explainer.feed(from_message(entry.seq, entry.subject, entry.data))
-                if entry.seq % YIELD_EVERY == 0:
-                    await asyncio.sleep(0)
+        reader = read_through(self._backends.follower.log, 1, until)
         try:
+            async with contextlib.aclosing(reader):
+                async for entry in reader:
+                    explainer.feed(from_message(entry.seq, entry.subject, entry.data))
+                    if entry.seq % YIELD_EVERY == 0:
+                        await asyncio.sleep(0)
             return explainer.result()
-        except PermanentAuditError as err:
+        except (PermanentAuditError, TransientBusError) as err:
             log.warning(
                 "explain job_id=%s: log read ended at seq %d of %d", job_id, explainer.seq, until
             )
