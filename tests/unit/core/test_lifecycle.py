@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from quartermaster import events as ev
+from quartermaster.core.decide import decide
 from quartermaster.core.model import JobStatus
 from quartermaster.testing.builders import World, a_job
 
@@ -597,3 +598,18 @@ def test_a_disabled_job_queue_still_runs_its_queued_jobs() -> None:
     w.pass_()
     # then: "DISABLED: no new submissions, running and queued jobs go on"
     assert w.dispatched() == {queued: ("h1",)}
+
+
+def test_a_scheduler_times_out_only_the_attempts_of_queues_it_leads() -> None:
+    # given: a running attempt past its 60 s timeout in queue q
+    w = world()
+    j = w.submit(a_job(name="j", timeout=60))
+    w.pass_()
+    w.start(j)
+    w.tick(61)
+    # when: a scheduler leading only another queue runs its pass
+    others = decide(w.state, w.policy, queues=frozenset({"other"}), hosts=False)
+    # then: the timeout is left to q's leader, which decides it
+    assert [e for e in others if isinstance(e, ev.JobTimedOut)] == []
+    mine = decide(w.state, w.policy, queues=frozenset({"q"}), hosts=False)
+    assert [e.job_id for e in mine if isinstance(e, ev.JobTimedOut)] == [j]

@@ -43,6 +43,8 @@ def settle_decisions(
         if deadline > now:
             break
         job = state.jobs[job_id]
+        if not mine(job.queue):  # another scheduler leads that queue: its timeout, not ours
+            continue
         out.append(
             ev.JobTimedOut(
                 at=now,
