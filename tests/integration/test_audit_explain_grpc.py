@@ -182,3 +182,16 @@ async def test_qm_explain_over_grpc(
     assert status == 0, out.err
     assert f"the log up to seq {stored[-1].seq}" in out.out
     assert "rule IN_SHARE" in out.out and "* high" in out.out
+
+
+async def test_explains_beyond_the_waiting_limit_are_refused_not_queued(
+    admission: Admission, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from qm_admission.servicers import explain
+
+    monkeypatch.setattr(explain, "MAX_WAITING", 0)  # every replay slot "taken"
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await admission.explain("med", {Role.ADMIN})
+    assert refused.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    monkeypatch.setattr(explain, "MAX_WAITING", 8)
+    assert (await admission.explain("med", {Role.ADMIN})).job_id == "med"

@@ -20,7 +20,13 @@ from typing import Any
 import msgspec
 
 from qm_admission import access
-from qm_admission.errors import TransientAdmissionError, invalid, not_found
+from qm_admission.errors import (
+    Code,
+    RequestRejected,
+    TransientAdmissionError,
+    invalid,
+    not_found,
+)
 from qm_admission.servicers.base import Backends
 from qm_admission.servicers.jobs import ServiceJobs
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
@@ -41,6 +47,10 @@ from quartermaster.core import State
 log = logging.getLogger(__name__)
 
 YIELD_EVERY = 256  # messages folded between two yields to the event loop
+# Each explain replays the log from its start: a few at a time, a few more waiting, and
+# beyond that RESOURCE_EXHAUSTED, so a burst of explains cannot stall the writes.
+MAX_REPLAYING = 2
+MAX_WAITING = 8
 HIDDEN = "(another quota share's job)"
 
 
@@ -50,6 +60,8 @@ class ExplainingServiceJobs(ServiceJobs):
     def __init__(self, backends: Backends) -> None:
         super().__init__(backends)
         self._backends = backends
+        self._replaying = asyncio.Semaphore(MAX_REPLAYING)
+        self._explains_waiting = 0
 
     async def ExplainServiceJob(
         self, request: pb.ExplainServiceJobRequest, context: Any
@@ -61,7 +73,22 @@ class ExplainingServiceJobs(ServiceJobs):
         if job is None:
             raise not_found("job_id", f"job {request.job_id!r} does not exist")
         access.require_share(access.P.JOBS_READ, job.queue, job.share)
-        explanation = await self._replay(request.job_id, self._backends.follower.seq)
+        if self._explains_waiting >= MAX_WAITING:
+            raise RequestRejected(
+                Code.RESOURCE_EXHAUSTED,
+                "",
+                f"{MAX_WAITING} explains are already waiting for a replay of the log; retry",
+            )
+        self._explains_waiting += 1
+        try:
+            await self._replaying.acquire()
+        finally:
+            self._explains_waiting -= 1
+        try:
+            explanation = await self._replay(request.job_id, self._backends.follower.seq)
+        finally:
+            self._replaying.release()
+
         principal = access.caller()
         if not principal.may_read_all():
             explanation = hide_other_shares(explanation, state, principal.reads_share)
