@@ -89,9 +89,16 @@ def _logging(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Nam
         logging.basicConfig(
             level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s"
         )
+        logging.getLogger("asyncio").addFilter(_quiet_tls_close)
         return run(args)
 
     return wrapped
+
+
+def _quiet_tls_close(record: logging.LogRecord) -> bool:
+    """asyncio warns once per TLS connection closed by its peer ("returning true from
+    eof_received() has no effect when using ssl"); harmless, and noise at every stop."""
+    return "eof_received()" not in record.getMessage()
 
 
 def _stack_flags(p: argparse.ArgumentParser) -> None:
