@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from quartermaster import events as ev
-from quartermaster.core.decide import decide
+from quartermaster.core.decide import PassPolicy, decide
 from quartermaster.core.model import JobStatus
 from quartermaster.testing.builders import World, a_job
 
@@ -613,3 +613,21 @@ def test_a_scheduler_times_out_only_the_attempts_of_queues_it_leads() -> None:
     assert [e for e in others if isinstance(e, ev.JobTimedOut)] == []
     mine = decide(w.state, w.policy, queues=frozenset({"q"}), hosts=False)
     assert [e.job_id for e in mine if isinstance(e, ev.JobTimedOut)] == [j]
+
+
+def test_a_heartbeat_stored_late_does_not_make_a_host_lost_again() -> None:
+    # given: a 15 s heartbeat timeout; host h1 re-registers after a network cut, and a
+    # heartbeat it sent during the cut (older than the registration) is stored afterwards
+    w = world()
+    w.policy = PassPolicy(heartbeat_timeout_seconds=15.0)
+    w.tick(100)
+    registered_at = w.clock
+    w.apply(ev.HostRegistered(at=registered_at, host_id="h1", instance_type=UNIT, gpu_count=1))
+    w.apply(ev.HostHeartbeat(at=registered_at - 20, host_id="h1"))
+    # when: 10 s pass, less than the timeout since the registration
+    w.tick(10)
+    # then: the host is not judged lost on the stale heartbeat
+    assert not [e for e in w.pass_() if isinstance(e, ev.HostLost)]
+    # and silence past the timeout still is
+    w.tick(6)
+    assert [e.host_id for e in w.pass_() if isinstance(e, ev.HostLost)] == ["h1"]

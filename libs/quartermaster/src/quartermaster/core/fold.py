@@ -357,7 +357,9 @@ def _host_registered(state: State, e: ev.HostRegistered) -> None:
 def _heartbeat(state: State, e: ev.HostHeartbeat) -> None:
     host = state.hosts.get(e.host_id)
     if host is not None:
-        host.last_heartbeat = e.at
+        # A heartbeat delayed by a network cut can be stored after a newer registration:
+        # it says the host was alive then, never that it is less alive now.
+        host.last_heartbeat = max(host.last_heartbeat, e.at)
 
 
 @_on(ev.HostLost)
