@@ -382,7 +382,10 @@ class JetStreamLog:
             # read, e.g. a pull subscription's late "request timeout" status messages.
             with contextlib.suppress(*NATS_FAILURES):
                 await self._nc.flush(timeout=max(1, round(self._timeout_s)))
-            await self._nc.close()
+            # Bounded and quiet: closing a TLS connection whose transport is already gone
+            # raises from inside asyncio's SSL protocol (or waits on it) in nats-py.
+            with contextlib.suppress(*NATS_FAILURES, ConnectionError, AttributeError, TimeoutError):
+                await asyncio.wait_for(self._nc.close(), self._timeout_s)
 
     async def __aenter__(self) -> JetStreamLog:
         return self
