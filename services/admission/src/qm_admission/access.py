@@ -24,6 +24,7 @@ class Permission(StrEnum):
     JOBS_UPDATE = "jobs:update"
     JOBS_TERMINATE = "jobs:terminate"
     JOBS_READ = "jobs:read"
+    JOBS_LOGS = "jobs:logs:read"  # an attempt's output (members: their own shares' jobs)
     POOLS_UPDATE = "pools:update"
     POOLS_READ = "pools:read"
     QUEUE_SNAPSHOT = "queues:snapshot"
@@ -53,10 +54,12 @@ NEEDS: dict[str, Permission] = {
     "/qm.v1.ServiceJobs/ListServiceJobs": P.JOBS_READ,
     "/qm.v1.ServiceJobs/WatchServiceJobs": P.JOBS_READ,
     "/qm.v1.ServiceJobs/ExplainServiceJob": P.JOBS_READ,
+    "/qm.v1.ServiceJobs/GetServiceJobLogs": P.JOBS_LOGS,
     "/qm.v1.WarmPools/ListWarmPools": P.POOLS_READ,
     "/qm.v1.WarmPools/UpdateWarmPool": P.POOLS_UPDATE,
     "/qm.v1.Nodes/ListNodes": P.NODES_READ,
     "/qm.v1.Nodes/DrainNode": P.NODES_WRITE,
+    "/qm.v1.Nodes/UndrainNode": P.NODES_WRITE,
 }
 
 READS = frozenset(p for p in Permission if p.endswith((":read", ":snapshot")))
@@ -67,6 +70,7 @@ MEMBER_SCOPED = frozenset(
         P.JOBS_UPDATE,
         P.JOBS_TERMINATE,
         P.JOBS_READ,
+        P.JOBS_LOGS,
         P.POOLS_UPDATE,
         P.QUEUE_SNAPSHOT,
         P.SHARES_READ,

@@ -1132,3 +1132,45 @@ class DrainNodeResponse(_message.Message):
     NODE_FIELD_NUMBER: _ClassVar[int]
     node: NodeSummary
     def __init__(self, node: _Optional[_Union[NodeSummary, _Mapping]] = ...) -> None: ...
+
+class GetServiceJobLogsRequest(_message.Message):
+    __slots__ = ("job_id", "attempt", "host_id", "follow", "offset")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    HOST_ID_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    attempt: int
+    host_id: str
+    follow: bool
+    offset: int
+    def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., host_id: _Optional[str] = ..., follow: _Optional[bool] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class LogChunk(_message.Message):
+    __slots__ = ("job_id", "attempt", "host_id", "offset", "data", "skipped_bytes")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    HOST_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    attempt: int
+    host_id: str
+    offset: int
+    data: bytes
+    skipped_bytes: int
+    def __init__(self, job_id: _Optional[str] = ..., attempt: _Optional[int] = ..., host_id: _Optional[str] = ..., offset: _Optional[int] = ..., data: _Optional[bytes] = ..., skipped_bytes: _Optional[int] = ...) -> None: ...
+
+class UndrainNodeRequest(_message.Message):
+    __slots__ = ("host_id",)
+    HOST_ID_FIELD_NUMBER: _ClassVar[int]
+    host_id: str
+    def __init__(self, host_id: _Optional[str] = ...) -> None: ...
+
+class UndrainNodeResponse(_message.Message):
+    __slots__ = ("node",)
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    node: NodeSummary
+    def __init__(self, node: _Optional[_Union[NodeSummary, _Mapping]] = ...) -> None: ...

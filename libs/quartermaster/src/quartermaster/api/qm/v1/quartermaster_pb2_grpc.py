@@ -691,6 +691,11 @@ class ServiceJobsStub:
                 request_serializer=qm_dot_v1_dot_quartermaster__pb2.ExplainServiceJobRequest.SerializeToString,
                 response_deserializer=qm_dot_v1_dot_quartermaster__pb2.ExplainServiceJobResponse.FromString,
                 _registered_method=True)
+        self.GetServiceJobLogs = channel.unary_stream(
+                '/qm.v1.ServiceJobs/GetServiceJobLogs',
+                request_serializer=qm_dot_v1_dot_quartermaster__pb2.GetServiceJobLogsRequest.SerializeToString,
+                response_deserializer=qm_dot_v1_dot_quartermaster__pb2.LogChunk.FromString,
+                _registered_method=True)
 
 
 class ServiceJobsServicer:
@@ -754,6 +759,14 @@ class ServiceJobsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetServiceJobLogs(self, request, context):
+        """Streams an attempt's stdout and stderr as kept by the node agent of its host;
+        with follow, new output until the attempt ends.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ServiceJobsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -796,6 +809,11 @@ def add_ServiceJobsServicer_to_server(servicer, server):
                     servicer.ExplainServiceJob,
                     request_deserializer=qm_dot_v1_dot_quartermaster__pb2.ExplainServiceJobRequest.FromString,
                     response_serializer=qm_dot_v1_dot_quartermaster__pb2.ExplainServiceJobResponse.SerializeToString,
+            ),
+            'GetServiceJobLogs': grpc.unary_stream_rpc_method_handler(
+                    servicer.GetServiceJobLogs,
+                    request_deserializer=qm_dot_v1_dot_quartermaster__pb2.GetServiceJobLogsRequest.FromString,
+                    response_serializer=qm_dot_v1_dot_quartermaster__pb2.LogChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1025,6 +1043,33 @@ class ServiceJobs:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def GetServiceJobLogs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/qm.v1.ServiceJobs/GetServiceJobLogs',
+            qm_dot_v1_dot_quartermaster__pb2.GetServiceJobLogsRequest.SerializeToString,
+            qm_dot_v1_dot_quartermaster__pb2.LogChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class WarmPoolsStub:
     """Managed warm pools left behind by finished jobs.
@@ -1166,6 +1211,11 @@ class NodesStub:
                 request_serializer=qm_dot_v1_dot_quartermaster__pb2.DrainNodeRequest.SerializeToString,
                 response_deserializer=qm_dot_v1_dot_quartermaster__pb2.DrainNodeResponse.FromString,
                 _registered_method=True)
+        self.UndrainNode = channel.unary_unary(
+                '/qm.v1.Nodes/UndrainNode',
+                request_serializer=qm_dot_v1_dot_quartermaster__pb2.UndrainNodeRequest.SerializeToString,
+                response_deserializer=qm_dot_v1_dot_quartermaster__pb2.UndrainNodeResponse.FromString,
+                _registered_method=True)
 
 
 class NodesServicer:
@@ -1186,6 +1236,13 @@ class NodesServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UndrainNode(self, request, context):
+        """Undrains a drained host: it takes new work again (a drain survives agent restarts).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NodesServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1198,6 +1255,11 @@ def add_NodesServicer_to_server(servicer, server):
                     servicer.DrainNode,
                     request_deserializer=qm_dot_v1_dot_quartermaster__pb2.DrainNodeRequest.FromString,
                     response_serializer=qm_dot_v1_dot_quartermaster__pb2.DrainNodeResponse.SerializeToString,
+            ),
+            'UndrainNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.UndrainNode,
+                    request_deserializer=qm_dot_v1_dot_quartermaster__pb2.UndrainNodeRequest.FromString,
+                    response_serializer=qm_dot_v1_dot_quartermaster__pb2.UndrainNodeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1255,6 +1317,33 @@ class Nodes:
             '/qm.v1.Nodes/DrainNode',
             qm_dot_v1_dot_quartermaster__pb2.DrainNodeRequest.SerializeToString,
             qm_dot_v1_dot_quartermaster__pb2.DrainNodeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UndrainNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/qm.v1.Nodes/UndrainNode',
+            qm_dot_v1_dot_quartermaster__pb2.UndrainNodeRequest.SerializeToString,
+            qm_dot_v1_dot_quartermaster__pb2.UndrainNodeResponse.FromString,
             options,
             channel_credentials,
             insecure,
