@@ -88,6 +88,16 @@ class WaitReasonCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     WAIT_REASON_CODE_MISCONFIGURATION: _ClassVar[WaitReasonCode]
     WAIT_REASON_CODE_ENVIRONMENT_DISABLED: _ClassVar[WaitReasonCode]
     WAIT_REASON_CODE_AWAITING_PASS: _ClassVar[WaitReasonCode]
+
+class ResourceStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RESOURCE_STATUS_UNSPECIFIED: _ClassVar[ResourceStatus]
+    RESOURCE_STATUS_CREATING: _ClassVar[ResourceStatus]
+    RESOURCE_STATUS_UPDATING: _ClassVar[ResourceStatus]
+    RESOURCE_STATUS_DELETING: _ClassVar[ResourceStatus]
+    RESOURCE_STATUS_DELETED: _ClassVar[ResourceStatus]
+    RESOURCE_STATUS_VALID: _ClassVar[ResourceStatus]
+    RESOURCE_STATUS_INVALID: _ClassVar[ResourceStatus]
 SERVICE_ENVIRONMENT_STATE_UNSPECIFIED: ServiceEnvironmentState
 SERVICE_ENVIRONMENT_STATE_ENABLED: ServiceEnvironmentState
 SERVICE_ENVIRONMENT_STATE_DISABLED: ServiceEnvironmentState
@@ -137,6 +147,13 @@ WAIT_REASON_CODE_NOT_ENOUGH_FREE_HOSTS: WaitReasonCode
 WAIT_REASON_CODE_MISCONFIGURATION: WaitReasonCode
 WAIT_REASON_CODE_ENVIRONMENT_DISABLED: WaitReasonCode
 WAIT_REASON_CODE_AWAITING_PASS: WaitReasonCode
+RESOURCE_STATUS_UNSPECIFIED: ResourceStatus
+RESOURCE_STATUS_CREATING: ResourceStatus
+RESOURCE_STATUS_UPDATING: ResourceStatus
+RESOURCE_STATUS_DELETING: ResourceStatus
+RESOURCE_STATUS_DELETED: ResourceStatus
+RESOURCE_STATUS_VALID: ResourceStatus
+RESOURCE_STATUS_INVALID: ResourceStatus
 
 class WaitReason(_message.Message):
     __slots__ = ("code", "message", "instances_needed", "share_units", "share_limit", "units_free", "jobs_ahead", "job_ids", "quota_share_names")
@@ -219,30 +236,56 @@ class ApiError(_message.Message):
     def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ..., field: _Optional[str] = ...) -> None: ...
 
 class ServiceEnvironmentDetail(_message.Message):
-    __slots__ = ("service_environment_name", "service_environment_arn", "state", "capacity_limits", "capacity", "created_at")
+    __slots__ = ("service_environment_name", "service_environment_arn", "state", "capacity_limits", "capacity", "created_at", "tags", "status", "status_reason", "service_environment_type")
+    class TagsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     SERVICE_ENVIRONMENT_NAME_FIELD_NUMBER: _ClassVar[int]
     SERVICE_ENVIRONMENT_ARN_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_LIMITS_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_ENVIRONMENT_TYPE_FIELD_NUMBER: _ClassVar[int]
     service_environment_name: str
     service_environment_arn: str
     state: ServiceEnvironmentState
     capacity_limits: _containers.RepeatedCompositeFieldContainer[CapacityLimit]
     capacity: _containers.RepeatedCompositeFieldContainer[EnvironmentCapacity]
     created_at: int
-    def __init__(self, service_environment_name: _Optional[str] = ..., service_environment_arn: _Optional[str] = ..., state: _Optional[_Union[ServiceEnvironmentState, str]] = ..., capacity_limits: _Optional[_Iterable[_Union[CapacityLimit, _Mapping]]] = ..., capacity: _Optional[_Iterable[_Union[EnvironmentCapacity, _Mapping]]] = ..., created_at: _Optional[int] = ...) -> None: ...
+    tags: _containers.ScalarMap[str, str]
+    status: ResourceStatus
+    status_reason: str
+    service_environment_type: str
+    def __init__(self, service_environment_name: _Optional[str] = ..., service_environment_arn: _Optional[str] = ..., state: _Optional[_Union[ServiceEnvironmentState, str]] = ..., capacity_limits: _Optional[_Iterable[_Union[CapacityLimit, _Mapping]]] = ..., capacity: _Optional[_Iterable[_Union[EnvironmentCapacity, _Mapping]]] = ..., created_at: _Optional[int] = ..., tags: _Optional[_Mapping[str, str]] = ..., status: _Optional[_Union[ResourceStatus, str]] = ..., status_reason: _Optional[str] = ..., service_environment_type: _Optional[str] = ...) -> None: ...
 
 class CreateServiceEnvironmentRequest(_message.Message):
-    __slots__ = ("service_environment_name", "capacity_limits", "state")
+    __slots__ = ("service_environment_name", "capacity_limits", "state", "tags", "service_environment_type")
+    class TagsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     SERVICE_ENVIRONMENT_NAME_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_LIMITS_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_ENVIRONMENT_TYPE_FIELD_NUMBER: _ClassVar[int]
     service_environment_name: str
     capacity_limits: _containers.RepeatedCompositeFieldContainer[CapacityLimit]
     state: ServiceEnvironmentState
-    def __init__(self, service_environment_name: _Optional[str] = ..., capacity_limits: _Optional[_Iterable[_Union[CapacityLimit, _Mapping]]] = ..., state: _Optional[_Union[ServiceEnvironmentState, str]] = ...) -> None: ...
+    tags: _containers.ScalarMap[str, str]
+    service_environment_type: str
+    def __init__(self, service_environment_name: _Optional[str] = ..., capacity_limits: _Optional[_Iterable[_Union[CapacityLimit, _Mapping]]] = ..., state: _Optional[_Union[ServiceEnvironmentState, str]] = ..., tags: _Optional[_Mapping[str, str]] = ..., service_environment_type: _Optional[str] = ...) -> None: ...
 
 class CreateServiceEnvironmentResponse(_message.Message):
     __slots__ = ("service_environment_name", "service_environment_arn")
@@ -295,12 +338,21 @@ class QuotaSharePolicy(_message.Message):
     def __init__(self, idle_resource_assignment_strategy: _Optional[_Union[IdleResourceAssignmentStrategy, str]] = ...) -> None: ...
 
 class CreateSchedulingPolicyRequest(_message.Message):
-    __slots__ = ("name", "quota_share_policy")
+    __slots__ = ("name", "quota_share_policy", "tags")
+    class TagsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     NAME_FIELD_NUMBER: _ClassVar[int]
     QUOTA_SHARE_POLICY_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
     name: str
     quota_share_policy: QuotaSharePolicy
-    def __init__(self, name: _Optional[str] = ..., quota_share_policy: _Optional[_Union[QuotaSharePolicy, _Mapping]] = ...) -> None: ...
+    tags: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., quota_share_policy: _Optional[_Union[QuotaSharePolicy, _Mapping]] = ..., tags: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class CreateSchedulingPolicyResponse(_message.Message):
     __slots__ = ("name", "arn")
@@ -319,32 +371,62 @@ class ServiceEnvironmentOrder(_message.Message):
     def __init__(self, order: _Optional[int] = ..., service_environment: _Optional[str] = ...) -> None: ...
 
 class JobQueueDetail(_message.Message):
-    __slots__ = ("job_queue_name", "job_queue_arn", "state", "scheduling_policy_arn", "service_environment_order", "created_at")
+    __slots__ = ("job_queue_name", "job_queue_arn", "state", "scheduling_policy_arn", "service_environment_order", "created_at", "tags", "status", "status_reason", "job_queue_type", "priority")
+    class TagsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     JOB_QUEUE_NAME_FIELD_NUMBER: _ClassVar[int]
     JOB_QUEUE_ARN_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     SCHEDULING_POLICY_ARN_FIELD_NUMBER: _ClassVar[int]
     SERVICE_ENVIRONMENT_ORDER_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
+    JOB_QUEUE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
     job_queue_name: str
     job_queue_arn: str
     state: QueueState
     scheduling_policy_arn: str
     service_environment_order: _containers.RepeatedCompositeFieldContainer[ServiceEnvironmentOrder]
     created_at: int
-    def __init__(self, job_queue_name: _Optional[str] = ..., job_queue_arn: _Optional[str] = ..., state: _Optional[_Union[QueueState, str]] = ..., scheduling_policy_arn: _Optional[str] = ..., service_environment_order: _Optional[_Iterable[_Union[ServiceEnvironmentOrder, _Mapping]]] = ..., created_at: _Optional[int] = ...) -> None: ...
+    tags: _containers.ScalarMap[str, str]
+    status: ResourceStatus
+    status_reason: str
+    job_queue_type: str
+    priority: int
+    def __init__(self, job_queue_name: _Optional[str] = ..., job_queue_arn: _Optional[str] = ..., state: _Optional[_Union[QueueState, str]] = ..., scheduling_policy_arn: _Optional[str] = ..., service_environment_order: _Optional[_Iterable[_Union[ServiceEnvironmentOrder, _Mapping]]] = ..., created_at: _Optional[int] = ..., tags: _Optional[_Mapping[str, str]] = ..., status: _Optional[_Union[ResourceStatus, str]] = ..., status_reason: _Optional[str] = ..., job_queue_type: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class CreateJobQueueRequest(_message.Message):
-    __slots__ = ("job_queue_name", "state", "scheduling_policy_arn", "service_environment_order")
+    __slots__ = ("job_queue_name", "state", "scheduling_policy_arn", "service_environment_order", "tags", "job_queue_type", "priority")
+    class TagsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     JOB_QUEUE_NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     SCHEDULING_POLICY_ARN_FIELD_NUMBER: _ClassVar[int]
     SERVICE_ENVIRONMENT_ORDER_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    JOB_QUEUE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
     job_queue_name: str
     state: QueueState
     scheduling_policy_arn: str
     service_environment_order: _containers.RepeatedCompositeFieldContainer[ServiceEnvironmentOrder]
-    def __init__(self, job_queue_name: _Optional[str] = ..., state: _Optional[_Union[QueueState, str]] = ..., scheduling_policy_arn: _Optional[str] = ..., service_environment_order: _Optional[_Iterable[_Union[ServiceEnvironmentOrder, _Mapping]]] = ...) -> None: ...
+    tags: _containers.ScalarMap[str, str]
+    job_queue_type: str
+    priority: int
+    def __init__(self, job_queue_name: _Optional[str] = ..., state: _Optional[_Union[QueueState, str]] = ..., scheduling_policy_arn: _Optional[str] = ..., service_environment_order: _Optional[_Iterable[_Union[ServiceEnvironmentOrder, _Mapping]]] = ..., tags: _Optional[_Mapping[str, str]] = ..., job_queue_type: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class CreateJobQueueResponse(_message.Message):
     __slots__ = ("job_queue_name", "job_queue_arn")
@@ -355,14 +437,16 @@ class CreateJobQueueResponse(_message.Message):
     def __init__(self, job_queue_name: _Optional[str] = ..., job_queue_arn: _Optional[str] = ...) -> None: ...
 
 class UpdateJobQueueRequest(_message.Message):
-    __slots__ = ("job_queue", "state", "scheduling_policy_arn")
+    __slots__ = ("job_queue", "state", "scheduling_policy_arn", "priority")
     JOB_QUEUE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     SCHEDULING_POLICY_ARN_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
     job_queue: str
     state: QueueState
     scheduling_policy_arn: str
-    def __init__(self, job_queue: _Optional[str] = ..., state: _Optional[_Union[QueueState, str]] = ..., scheduling_policy_arn: _Optional[str] = ...) -> None: ...
+    priority: int
+    def __init__(self, job_queue: _Optional[str] = ..., state: _Optional[_Union[QueueState, str]] = ..., scheduling_policy_arn: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class UpdateJobQueueResponse(_message.Message):
     __slots__ = ("job_queue_name", "job_queue_arn")
@@ -399,7 +483,7 @@ class GetJobQueueSnapshotRequest(_message.Message):
     def __init__(self, job_queue: _Optional[str] = ..., max_results: _Optional[int] = ...) -> None: ...
 
 class FrontOfQueueJob(_message.Message):
-    __slots__ = ("job_id", "job_name", "job_arn", "quota_share_name", "scheduling_priority", "created_at", "status_reason", "wait_reason")
+    __slots__ = ("job_id", "job_name", "job_arn", "quota_share_name", "scheduling_priority", "created_at", "status_reason", "wait_reason", "earliest_time_at_position")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_NAME_FIELD_NUMBER: _ClassVar[int]
     JOB_ARN_FIELD_NUMBER: _ClassVar[int]
@@ -408,6 +492,7 @@ class FrontOfQueueJob(_message.Message):
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
     WAIT_REASON_FIELD_NUMBER: _ClassVar[int]
+    EARLIEST_TIME_AT_POSITION_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_name: str
     job_arn: str
@@ -416,7 +501,8 @@ class FrontOfQueueJob(_message.Message):
     created_at: int
     status_reason: str
     wait_reason: WaitReason
-    def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., job_arn: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., scheduling_priority: _Optional[int] = ..., created_at: _Optional[int] = ..., status_reason: _Optional[str] = ..., wait_reason: _Optional[_Union[WaitReason, _Mapping]] = ...) -> None: ...
+    earliest_time_at_position: int
+    def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., job_arn: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., scheduling_priority: _Optional[int] = ..., created_at: _Optional[int] = ..., status_reason: _Optional[str] = ..., wait_reason: _Optional[_Union[WaitReason, _Mapping]] = ..., earliest_time_at_position: _Optional[int] = ...) -> None: ...
 
 class QuotaShareSnapshot(_message.Message):
     __slots__ = ("quota_share_name", "head_job_ids", "capacity_usage")
@@ -429,16 +515,18 @@ class QuotaShareSnapshot(_message.Message):
     def __init__(self, quota_share_name: _Optional[str] = ..., head_job_ids: _Optional[_Iterable[str]] = ..., capacity_usage: _Optional[_Iterable[_Union[ShareCapacityUsage, _Mapping]]] = ...) -> None: ...
 
 class GetJobQueueSnapshotResponse(_message.Message):
-    __slots__ = ("job_queue_name", "front_of_queue", "quota_shares", "last_updated_at")
+    __slots__ = ("job_queue_name", "front_of_queue", "quota_shares", "last_updated_at", "total_capacity_usage")
     JOB_QUEUE_NAME_FIELD_NUMBER: _ClassVar[int]
     FRONT_OF_QUEUE_FIELD_NUMBER: _ClassVar[int]
     QUOTA_SHARES_FIELD_NUMBER: _ClassVar[int]
     LAST_UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_CAPACITY_USAGE_FIELD_NUMBER: _ClassVar[int]
     job_queue_name: str
     front_of_queue: _containers.RepeatedCompositeFieldContainer[FrontOfQueueJob]
     quota_shares: _containers.RepeatedCompositeFieldContainer[QuotaShareSnapshot]
     last_updated_at: int
-    def __init__(self, job_queue_name: _Optional[str] = ..., front_of_queue: _Optional[_Iterable[_Union[FrontOfQueueJob, _Mapping]]] = ..., quota_shares: _Optional[_Iterable[_Union[QuotaShareSnapshot, _Mapping]]] = ..., last_updated_at: _Optional[int] = ...) -> None: ...
+    total_capacity_usage: _containers.RepeatedCompositeFieldContainer[CapacityUsage]
+    def __init__(self, job_queue_name: _Optional[str] = ..., front_of_queue: _Optional[_Iterable[_Union[FrontOfQueueJob, _Mapping]]] = ..., quota_shares: _Optional[_Iterable[_Union[QuotaShareSnapshot, _Mapping]]] = ..., last_updated_at: _Optional[int] = ..., total_capacity_usage: _Optional[_Iterable[_Union[CapacityUsage, _Mapping]]] = ...) -> None: ...
 
 class ResourceSharingConfiguration(_message.Message):
     __slots__ = ("strategy", "borrow_limit")
@@ -455,7 +543,14 @@ class QuotaSharePreemptionConfiguration(_message.Message):
     def __init__(self, in_share_preemption: _Optional[_Union[InSharePreemption, str]] = ...) -> None: ...
 
 class QuotaShareDetail(_message.Message):
-    __slots__ = ("job_queue", "quota_share_name", "quota_share_arn", "capacity_limits", "resource_sharing_configuration", "preemption_configuration", "state", "created_at")
+    __slots__ = ("job_queue", "quota_share_name", "quota_share_arn", "capacity_limits", "resource_sharing_configuration", "preemption_configuration", "state", "created_at", "tags", "status", "status_reason")
+    class TagsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     JOB_QUEUE_FIELD_NUMBER: _ClassVar[int]
     QUOTA_SHARE_NAME_FIELD_NUMBER: _ClassVar[int]
     QUOTA_SHARE_ARN_FIELD_NUMBER: _ClassVar[int]
@@ -464,6 +559,9 @@ class QuotaShareDetail(_message.Message):
     PREEMPTION_CONFIGURATION_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
     job_queue: str
     quota_share_name: str
     quota_share_arn: str
@@ -472,23 +570,35 @@ class QuotaShareDetail(_message.Message):
     preemption_configuration: QuotaSharePreemptionConfiguration
     state: QuotaShareState
     created_at: int
-    def __init__(self, job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., quota_share_arn: _Optional[str] = ..., capacity_limits: _Optional[_Iterable[_Union[CapacityLimit, _Mapping]]] = ..., resource_sharing_configuration: _Optional[_Union[ResourceSharingConfiguration, _Mapping]] = ..., preemption_configuration: _Optional[_Union[QuotaSharePreemptionConfiguration, _Mapping]] = ..., state: _Optional[_Union[QuotaShareState, str]] = ..., created_at: _Optional[int] = ...) -> None: ...
+    tags: _containers.ScalarMap[str, str]
+    status: ResourceStatus
+    status_reason: str
+    def __init__(self, job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., quota_share_arn: _Optional[str] = ..., capacity_limits: _Optional[_Iterable[_Union[CapacityLimit, _Mapping]]] = ..., resource_sharing_configuration: _Optional[_Union[ResourceSharingConfiguration, _Mapping]] = ..., preemption_configuration: _Optional[_Union[QuotaSharePreemptionConfiguration, _Mapping]] = ..., state: _Optional[_Union[QuotaShareState, str]] = ..., created_at: _Optional[int] = ..., tags: _Optional[_Mapping[str, str]] = ..., status: _Optional[_Union[ResourceStatus, str]] = ..., status_reason: _Optional[str] = ...) -> None: ...
 
 class CreateQuotaShareRequest(_message.Message):
-    __slots__ = ("job_queue", "quota_share_name", "capacity_limits", "resource_sharing_configuration", "preemption_configuration", "state")
+    __slots__ = ("job_queue", "quota_share_name", "capacity_limits", "resource_sharing_configuration", "preemption_configuration", "state", "tags")
+    class TagsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     JOB_QUEUE_FIELD_NUMBER: _ClassVar[int]
     QUOTA_SHARE_NAME_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_LIMITS_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_SHARING_CONFIGURATION_FIELD_NUMBER: _ClassVar[int]
     PREEMPTION_CONFIGURATION_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
     job_queue: str
     quota_share_name: str
     capacity_limits: _containers.RepeatedCompositeFieldContainer[CapacityLimit]
     resource_sharing_configuration: ResourceSharingConfiguration
     preemption_configuration: QuotaSharePreemptionConfiguration
     state: QuotaShareState
-    def __init__(self, job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., capacity_limits: _Optional[_Iterable[_Union[CapacityLimit, _Mapping]]] = ..., resource_sharing_configuration: _Optional[_Union[ResourceSharingConfiguration, _Mapping]] = ..., preemption_configuration: _Optional[_Union[QuotaSharePreemptionConfiguration, _Mapping]] = ..., state: _Optional[_Union[QuotaShareState, str]] = ...) -> None: ...
+    tags: _containers.ScalarMap[str, str]
+    def __init__(self, job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., capacity_limits: _Optional[_Iterable[_Union[CapacityLimit, _Mapping]]] = ..., resource_sharing_configuration: _Optional[_Union[ResourceSharingConfiguration, _Mapping]] = ..., preemption_configuration: _Optional[_Union[QuotaSharePreemptionConfiguration, _Mapping]] = ..., state: _Optional[_Union[QuotaShareState, str]] = ..., tags: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class CreateQuotaShareResponse(_message.Message):
     __slots__ = ("job_queue", "quota_share_name", "quota_share_arn")
@@ -501,20 +611,22 @@ class CreateQuotaShareResponse(_message.Message):
     def __init__(self, job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., quota_share_arn: _Optional[str] = ...) -> None: ...
 
 class UpdateQuotaShareRequest(_message.Message):
-    __slots__ = ("job_queue", "quota_share_name", "capacity_limits", "resource_sharing_configuration", "preemption_configuration", "state")
+    __slots__ = ("job_queue", "quota_share_name", "capacity_limits", "resource_sharing_configuration", "preemption_configuration", "state", "quota_share_arn")
     JOB_QUEUE_FIELD_NUMBER: _ClassVar[int]
     QUOTA_SHARE_NAME_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_LIMITS_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_SHARING_CONFIGURATION_FIELD_NUMBER: _ClassVar[int]
     PREEMPTION_CONFIGURATION_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_SHARE_ARN_FIELD_NUMBER: _ClassVar[int]
     job_queue: str
     quota_share_name: str
     capacity_limits: _containers.RepeatedCompositeFieldContainer[CapacityLimit]
     resource_sharing_configuration: ResourceSharingConfiguration
     preemption_configuration: QuotaSharePreemptionConfiguration
     state: QuotaShareState
-    def __init__(self, job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., capacity_limits: _Optional[_Iterable[_Union[CapacityLimit, _Mapping]]] = ..., resource_sharing_configuration: _Optional[_Union[ResourceSharingConfiguration, _Mapping]] = ..., preemption_configuration: _Optional[_Union[QuotaSharePreemptionConfiguration, _Mapping]] = ..., state: _Optional[_Union[QuotaShareState, str]] = ...) -> None: ...
+    quota_share_arn: str
+    def __init__(self, job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., capacity_limits: _Optional[_Iterable[_Union[CapacityLimit, _Mapping]]] = ..., resource_sharing_configuration: _Optional[_Union[ResourceSharingConfiguration, _Mapping]] = ..., preemption_configuration: _Optional[_Union[QuotaSharePreemptionConfiguration, _Mapping]] = ..., state: _Optional[_Union[QuotaShareState, str]] = ..., quota_share_arn: _Optional[str] = ...) -> None: ...
 
 class UpdateQuotaShareResponse(_message.Message):
     __slots__ = ("job_queue", "quota_share_name", "quota_share_arn")
@@ -527,24 +639,28 @@ class UpdateQuotaShareResponse(_message.Message):
     def __init__(self, job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., quota_share_arn: _Optional[str] = ...) -> None: ...
 
 class DeleteQuotaShareRequest(_message.Message):
-    __slots__ = ("job_queue", "quota_share_name")
+    __slots__ = ("job_queue", "quota_share_name", "quota_share_arn")
     JOB_QUEUE_FIELD_NUMBER: _ClassVar[int]
     QUOTA_SHARE_NAME_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_SHARE_ARN_FIELD_NUMBER: _ClassVar[int]
     job_queue: str
     quota_share_name: str
-    def __init__(self, job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ...) -> None: ...
+    quota_share_arn: str
+    def __init__(self, job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., quota_share_arn: _Optional[str] = ...) -> None: ...
 
 class DeleteQuotaShareResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class DescribeQuotaShareRequest(_message.Message):
-    __slots__ = ("job_queue", "quota_share_name")
+    __slots__ = ("job_queue", "quota_share_name", "quota_share_arn")
     JOB_QUEUE_FIELD_NUMBER: _ClassVar[int]
     QUOTA_SHARE_NAME_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_SHARE_ARN_FIELD_NUMBER: _ClassVar[int]
     job_queue: str
     quota_share_name: str
-    def __init__(self, job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ...) -> None: ...
+    quota_share_arn: str
+    def __init__(self, job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., quota_share_arn: _Optional[str] = ...) -> None: ...
 
 class DescribeQuotaShareResponse(_message.Message):
     __slots__ = ("quota_share", "oversubscribed", "capacity_usage")
@@ -762,7 +878,7 @@ class WarmPoolStatusDetail(_message.Message):
     def __init__(self, status: _Optional[_Union[WarmPoolStatus, str]] = ..., resource_retained_billable_time_in_seconds: _Optional[int] = ..., reused_by_job: _Optional[str] = ...) -> None: ...
 
 class ServiceJobDetail(_message.Message):
-    __slots__ = ("job_id", "job_name", "job_arn", "job_queue", "quota_share_name", "service_job_type", "status", "status_reason", "scheduling_priority", "created_at", "started_at", "stopped_at", "is_terminated", "attempts", "preemption_summary", "capacity_usage", "warm_pool_status", "retry_strategy", "preemption_configuration", "timeout_config", "tags", "service_request_payload", "submitted_by", "priority_updated_by", "terminated_by", "wait_reason")
+    __slots__ = ("job_id", "job_name", "job_arn", "job_queue", "quota_share_name", "service_job_type", "status", "status_reason", "scheduling_priority", "created_at", "started_at", "stopped_at", "is_terminated", "attempts", "preemption_summary", "capacity_usage", "warm_pool_status", "retry_strategy", "preemption_configuration", "timeout_config", "tags", "service_request_payload", "submitted_by", "priority_updated_by", "terminated_by", "wait_reason", "latest_attempt", "scheduled_at")
     class TagsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -796,6 +912,8 @@ class ServiceJobDetail(_message.Message):
     PRIORITY_UPDATED_BY_FIELD_NUMBER: _ClassVar[int]
     TERMINATED_BY_FIELD_NUMBER: _ClassVar[int]
     WAIT_REASON_FIELD_NUMBER: _ClassVar[int]
+    LATEST_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_AT_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_name: str
     job_arn: str
@@ -822,7 +940,9 @@ class ServiceJobDetail(_message.Message):
     priority_updated_by: str
     terminated_by: str
     wait_reason: WaitReason
-    def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., job_arn: _Optional[str] = ..., job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., service_job_type: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., status_reason: _Optional[str] = ..., scheduling_priority: _Optional[int] = ..., created_at: _Optional[int] = ..., started_at: _Optional[int] = ..., stopped_at: _Optional[int] = ..., is_terminated: _Optional[bool] = ..., attempts: _Optional[_Iterable[_Union[ServiceJobAttemptDetail, _Mapping]]] = ..., preemption_summary: _Optional[_Union[ServiceJobPreemptionSummary, _Mapping]] = ..., capacity_usage: _Optional[_Iterable[_Union[CapacityUsage, _Mapping]]] = ..., warm_pool_status: _Optional[_Union[WarmPoolStatusDetail, _Mapping]] = ..., retry_strategy: _Optional[_Union[ServiceJobRetryStrategy, _Mapping]] = ..., preemption_configuration: _Optional[_Union[ServiceJobPreemptionConfiguration, _Mapping]] = ..., timeout_config: _Optional[_Union[ServiceJobTimeout, _Mapping]] = ..., tags: _Optional[_Mapping[str, str]] = ..., service_request_payload: _Optional[str] = ..., submitted_by: _Optional[str] = ..., priority_updated_by: _Optional[str] = ..., terminated_by: _Optional[str] = ..., wait_reason: _Optional[_Union[WaitReason, _Mapping]] = ...) -> None: ...
+    latest_attempt: ServiceJobAttemptDetail
+    scheduled_at: int
+    def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., job_arn: _Optional[str] = ..., job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., service_job_type: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., status_reason: _Optional[str] = ..., scheduling_priority: _Optional[int] = ..., created_at: _Optional[int] = ..., started_at: _Optional[int] = ..., stopped_at: _Optional[int] = ..., is_terminated: _Optional[bool] = ..., attempts: _Optional[_Iterable[_Union[ServiceJobAttemptDetail, _Mapping]]] = ..., preemption_summary: _Optional[_Union[ServiceJobPreemptionSummary, _Mapping]] = ..., capacity_usage: _Optional[_Iterable[_Union[CapacityUsage, _Mapping]]] = ..., warm_pool_status: _Optional[_Union[WarmPoolStatusDetail, _Mapping]] = ..., retry_strategy: _Optional[_Union[ServiceJobRetryStrategy, _Mapping]] = ..., preemption_configuration: _Optional[_Union[ServiceJobPreemptionConfiguration, _Mapping]] = ..., timeout_config: _Optional[_Union[ServiceJobTimeout, _Mapping]] = ..., tags: _Optional[_Mapping[str, str]] = ..., service_request_payload: _Optional[str] = ..., submitted_by: _Optional[str] = ..., priority_updated_by: _Optional[str] = ..., terminated_by: _Optional[str] = ..., wait_reason: _Optional[_Union[WaitReason, _Mapping]] = ..., latest_attempt: _Optional[_Union[ServiceJobAttemptDetail, _Mapping]] = ..., scheduled_at: _Optional[int] = ...) -> None: ...
 
 class DescribeServiceJobResponse(_message.Message):
     __slots__ = ("job",)
@@ -847,7 +967,7 @@ class ListServiceJobsRequest(_message.Message):
     def __init__(self, job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., job_status: _Optional[_Union[JobStatus, str]] = ..., filters: _Optional[_Iterable[_Union[KeyValuesPair, _Mapping]]] = ..., max_results: _Optional[int] = ..., next_token: _Optional[str] = ...) -> None: ...
 
 class ServiceJobSummary(_message.Message):
-    __slots__ = ("job_id", "job_name", "job_arn", "job_queue", "quota_share_name", "service_job_type", "status", "status_reason", "scheduling_priority", "created_at", "started_at", "stopped_at", "capacity_usage", "wait_reason")
+    __slots__ = ("job_id", "job_name", "job_arn", "job_queue", "quota_share_name", "service_job_type", "status", "status_reason", "scheduling_priority", "created_at", "started_at", "stopped_at", "capacity_usage", "wait_reason", "latest_attempt", "scheduled_at")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_NAME_FIELD_NUMBER: _ClassVar[int]
     JOB_ARN_FIELD_NUMBER: _ClassVar[int]
@@ -862,6 +982,8 @@ class ServiceJobSummary(_message.Message):
     STOPPED_AT_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_USAGE_FIELD_NUMBER: _ClassVar[int]
     WAIT_REASON_FIELD_NUMBER: _ClassVar[int]
+    LATEST_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_AT_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_name: str
     job_arn: str
@@ -876,7 +998,9 @@ class ServiceJobSummary(_message.Message):
     stopped_at: int
     capacity_usage: _containers.RepeatedCompositeFieldContainer[CapacityUsage]
     wait_reason: WaitReason
-    def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., job_arn: _Optional[str] = ..., job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., service_job_type: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., status_reason: _Optional[str] = ..., scheduling_priority: _Optional[int] = ..., created_at: _Optional[int] = ..., started_at: _Optional[int] = ..., stopped_at: _Optional[int] = ..., capacity_usage: _Optional[_Iterable[_Union[CapacityUsage, _Mapping]]] = ..., wait_reason: _Optional[_Union[WaitReason, _Mapping]] = ...) -> None: ...
+    latest_attempt: ServiceJobAttemptDetail
+    scheduled_at: int
+    def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., job_arn: _Optional[str] = ..., job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., service_job_type: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., status_reason: _Optional[str] = ..., scheduling_priority: _Optional[int] = ..., created_at: _Optional[int] = ..., started_at: _Optional[int] = ..., stopped_at: _Optional[int] = ..., capacity_usage: _Optional[_Iterable[_Union[CapacityUsage, _Mapping]]] = ..., wait_reason: _Optional[_Union[WaitReason, _Mapping]] = ..., latest_attempt: _Optional[_Union[ServiceJobAttemptDetail, _Mapping]] = ..., scheduled_at: _Optional[int] = ...) -> None: ...
 
 class ListServiceJobsResponse(_message.Message):
     __slots__ = ("job_summary_list", "next_token")
@@ -1174,3 +1298,150 @@ class UndrainNodeResponse(_message.Message):
     NODE_FIELD_NUMBER: _ClassVar[int]
     node: NodeSummary
     def __init__(self, node: _Optional[_Union[NodeSummary, _Mapping]] = ...) -> None: ...
+
+class DeleteServiceEnvironmentRequest(_message.Message):
+    __slots__ = ("service_environment",)
+    SERVICE_ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    service_environment: str
+    def __init__(self, service_environment: _Optional[str] = ...) -> None: ...
+
+class DeleteServiceEnvironmentResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SchedulingPolicyDetail(_message.Message):
+    __slots__ = ("name", "arn", "quota_share_policy", "tags", "created_at")
+    class TagsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ARN_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_SHARE_POLICY_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    arn: str
+    quota_share_policy: QuotaSharePolicy
+    tags: _containers.ScalarMap[str, str]
+    created_at: int
+    def __init__(self, name: _Optional[str] = ..., arn: _Optional[str] = ..., quota_share_policy: _Optional[_Union[QuotaSharePolicy, _Mapping]] = ..., tags: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[int] = ...) -> None: ...
+
+class UpdateSchedulingPolicyRequest(_message.Message):
+    __slots__ = ("arn", "quota_share_policy")
+    ARN_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_SHARE_POLICY_FIELD_NUMBER: _ClassVar[int]
+    arn: str
+    quota_share_policy: QuotaSharePolicy
+    def __init__(self, arn: _Optional[str] = ..., quota_share_policy: _Optional[_Union[QuotaSharePolicy, _Mapping]] = ...) -> None: ...
+
+class UpdateSchedulingPolicyResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DescribeSchedulingPoliciesRequest(_message.Message):
+    __slots__ = ("arns",)
+    ARNS_FIELD_NUMBER: _ClassVar[int]
+    arns: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, arns: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DescribeSchedulingPoliciesResponse(_message.Message):
+    __slots__ = ("scheduling_policies",)
+    SCHEDULING_POLICIES_FIELD_NUMBER: _ClassVar[int]
+    scheduling_policies: _containers.RepeatedCompositeFieldContainer[SchedulingPolicyDetail]
+    def __init__(self, scheduling_policies: _Optional[_Iterable[_Union[SchedulingPolicyDetail, _Mapping]]] = ...) -> None: ...
+
+class ListSchedulingPoliciesRequest(_message.Message):
+    __slots__ = ("max_results", "next_token")
+    MAX_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    max_results: int
+    next_token: str
+    def __init__(self, max_results: _Optional[int] = ..., next_token: _Optional[str] = ...) -> None: ...
+
+class SchedulingPolicyListingDetail(_message.Message):
+    __slots__ = ("arn",)
+    ARN_FIELD_NUMBER: _ClassVar[int]
+    arn: str
+    def __init__(self, arn: _Optional[str] = ...) -> None: ...
+
+class ListSchedulingPoliciesResponse(_message.Message):
+    __slots__ = ("scheduling_policies", "next_token")
+    SCHEDULING_POLICIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    scheduling_policies: _containers.RepeatedCompositeFieldContainer[SchedulingPolicyListingDetail]
+    next_token: str
+    def __init__(self, scheduling_policies: _Optional[_Iterable[_Union[SchedulingPolicyListingDetail, _Mapping]]] = ..., next_token: _Optional[str] = ...) -> None: ...
+
+class DeleteSchedulingPolicyRequest(_message.Message):
+    __slots__ = ("arn",)
+    ARN_FIELD_NUMBER: _ClassVar[int]
+    arn: str
+    def __init__(self, arn: _Optional[str] = ...) -> None: ...
+
+class DeleteSchedulingPolicyResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DeleteJobQueueRequest(_message.Message):
+    __slots__ = ("job_queue",)
+    JOB_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    job_queue: str
+    def __init__(self, job_queue: _Optional[str] = ...) -> None: ...
+
+class DeleteJobQueueResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class TagResourceRequest(_message.Message):
+    __slots__ = ("resource_arn", "tags")
+    class TagsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    RESOURCE_ARN_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    resource_arn: str
+    tags: _containers.ScalarMap[str, str]
+    def __init__(self, resource_arn: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class TagResourceResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class UntagResourceRequest(_message.Message):
+    __slots__ = ("resource_arn", "tag_keys")
+    RESOURCE_ARN_FIELD_NUMBER: _ClassVar[int]
+    TAG_KEYS_FIELD_NUMBER: _ClassVar[int]
+    resource_arn: str
+    tag_keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, resource_arn: _Optional[str] = ..., tag_keys: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class UntagResourceResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListTagsForResourceRequest(_message.Message):
+    __slots__ = ("resource_arn",)
+    RESOURCE_ARN_FIELD_NUMBER: _ClassVar[int]
+    resource_arn: str
+    def __init__(self, resource_arn: _Optional[str] = ...) -> None: ...
+
+class ListTagsForResourceResponse(_message.Message):
+    __slots__ = ("tags",)
+    class TagsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    tags: _containers.ScalarMap[str, str]
+    def __init__(self, tags: _Optional[_Mapping[str, str]] = ...) -> None: ...

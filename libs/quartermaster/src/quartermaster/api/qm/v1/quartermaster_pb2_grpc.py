@@ -104,6 +104,51 @@ class QuotaManagementStub:
                 request_serializer=qm_dot_v1_dot_quartermaster__pb2.ListQuotaSharesRequest.SerializeToString,
                 response_deserializer=qm_dot_v1_dot_quartermaster__pb2.ListQuotaSharesResponse.FromString,
                 _registered_method=True)
+        self.DeleteServiceEnvironment = channel.unary_unary(
+                '/qm.v1.QuotaManagement/DeleteServiceEnvironment',
+                request_serializer=qm_dot_v1_dot_quartermaster__pb2.DeleteServiceEnvironmentRequest.SerializeToString,
+                response_deserializer=qm_dot_v1_dot_quartermaster__pb2.DeleteServiceEnvironmentResponse.FromString,
+                _registered_method=True)
+        self.UpdateSchedulingPolicy = channel.unary_unary(
+                '/qm.v1.QuotaManagement/UpdateSchedulingPolicy',
+                request_serializer=qm_dot_v1_dot_quartermaster__pb2.UpdateSchedulingPolicyRequest.SerializeToString,
+                response_deserializer=qm_dot_v1_dot_quartermaster__pb2.UpdateSchedulingPolicyResponse.FromString,
+                _registered_method=True)
+        self.DescribeSchedulingPolicies = channel.unary_unary(
+                '/qm.v1.QuotaManagement/DescribeSchedulingPolicies',
+                request_serializer=qm_dot_v1_dot_quartermaster__pb2.DescribeSchedulingPoliciesRequest.SerializeToString,
+                response_deserializer=qm_dot_v1_dot_quartermaster__pb2.DescribeSchedulingPoliciesResponse.FromString,
+                _registered_method=True)
+        self.ListSchedulingPolicies = channel.unary_unary(
+                '/qm.v1.QuotaManagement/ListSchedulingPolicies',
+                request_serializer=qm_dot_v1_dot_quartermaster__pb2.ListSchedulingPoliciesRequest.SerializeToString,
+                response_deserializer=qm_dot_v1_dot_quartermaster__pb2.ListSchedulingPoliciesResponse.FromString,
+                _registered_method=True)
+        self.DeleteSchedulingPolicy = channel.unary_unary(
+                '/qm.v1.QuotaManagement/DeleteSchedulingPolicy',
+                request_serializer=qm_dot_v1_dot_quartermaster__pb2.DeleteSchedulingPolicyRequest.SerializeToString,
+                response_deserializer=qm_dot_v1_dot_quartermaster__pb2.DeleteSchedulingPolicyResponse.FromString,
+                _registered_method=True)
+        self.DeleteJobQueue = channel.unary_unary(
+                '/qm.v1.QuotaManagement/DeleteJobQueue',
+                request_serializer=qm_dot_v1_dot_quartermaster__pb2.DeleteJobQueueRequest.SerializeToString,
+                response_deserializer=qm_dot_v1_dot_quartermaster__pb2.DeleteJobQueueResponse.FromString,
+                _registered_method=True)
+        self.TagResource = channel.unary_unary(
+                '/qm.v1.QuotaManagement/TagResource',
+                request_serializer=qm_dot_v1_dot_quartermaster__pb2.TagResourceRequest.SerializeToString,
+                response_deserializer=qm_dot_v1_dot_quartermaster__pb2.TagResourceResponse.FromString,
+                _registered_method=True)
+        self.UntagResource = channel.unary_unary(
+                '/qm.v1.QuotaManagement/UntagResource',
+                request_serializer=qm_dot_v1_dot_quartermaster__pb2.UntagResourceRequest.SerializeToString,
+                response_deserializer=qm_dot_v1_dot_quartermaster__pb2.UntagResourceResponse.FromString,
+                _registered_method=True)
+        self.ListTagsForResource = channel.unary_unary(
+                '/qm.v1.QuotaManagement/ListTagsForResource',
+                request_serializer=qm_dot_v1_dot_quartermaster__pb2.ListTagsForResourceRequest.SerializeToString,
+                response_deserializer=qm_dot_v1_dot_quartermaster__pb2.ListTagsForResourceResponse.FromString,
+                _registered_method=True)
 
 
 class QuotaManagementServicer:
@@ -205,6 +250,70 @@ class QuotaManagementServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteServiceEnvironment(self, request, context):
+        """---- AWS fidelity (issue 9) ----
+        Deletes a DISABLED service environment that no job queue uses.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateSchedulingPolicy(self, request, context):
+        """Changes a scheduling policy's quota share policy.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeSchedulingPolicies(self, request, context):
+        """Describes the named scheduling policies (names or ARNs).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSchedulingPolicies(self, request, context):
+        """Lists the ARNs of all scheduling policies.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSchedulingPolicy(self, request, context):
+        """Deletes a scheduling policy that no job queue uses.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteJobQueue(self, request, context):
+        """Deletes a DISABLED job queue that holds no quota shares and no unfinished jobs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TagResource(self, request, context):
+        """Adds or replaces tags of a resource (environment, policy, queue, quota share, job) by ARN.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UntagResource(self, request, context):
+        """Removes tags of a resource by ARN.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTagsForResource(self, request, context):
+        """The tags of a resource by ARN.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QuotaManagementServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -272,6 +381,51 @@ def add_QuotaManagementServicer_to_server(servicer, server):
                     servicer.ListQuotaShares,
                     request_deserializer=qm_dot_v1_dot_quartermaster__pb2.ListQuotaSharesRequest.FromString,
                     response_serializer=qm_dot_v1_dot_quartermaster__pb2.ListQuotaSharesResponse.SerializeToString,
+            ),
+            'DeleteServiceEnvironment': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteServiceEnvironment,
+                    request_deserializer=qm_dot_v1_dot_quartermaster__pb2.DeleteServiceEnvironmentRequest.FromString,
+                    response_serializer=qm_dot_v1_dot_quartermaster__pb2.DeleteServiceEnvironmentResponse.SerializeToString,
+            ),
+            'UpdateSchedulingPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateSchedulingPolicy,
+                    request_deserializer=qm_dot_v1_dot_quartermaster__pb2.UpdateSchedulingPolicyRequest.FromString,
+                    response_serializer=qm_dot_v1_dot_quartermaster__pb2.UpdateSchedulingPolicyResponse.SerializeToString,
+            ),
+            'DescribeSchedulingPolicies': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeSchedulingPolicies,
+                    request_deserializer=qm_dot_v1_dot_quartermaster__pb2.DescribeSchedulingPoliciesRequest.FromString,
+                    response_serializer=qm_dot_v1_dot_quartermaster__pb2.DescribeSchedulingPoliciesResponse.SerializeToString,
+            ),
+            'ListSchedulingPolicies': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSchedulingPolicies,
+                    request_deserializer=qm_dot_v1_dot_quartermaster__pb2.ListSchedulingPoliciesRequest.FromString,
+                    response_serializer=qm_dot_v1_dot_quartermaster__pb2.ListSchedulingPoliciesResponse.SerializeToString,
+            ),
+            'DeleteSchedulingPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSchedulingPolicy,
+                    request_deserializer=qm_dot_v1_dot_quartermaster__pb2.DeleteSchedulingPolicyRequest.FromString,
+                    response_serializer=qm_dot_v1_dot_quartermaster__pb2.DeleteSchedulingPolicyResponse.SerializeToString,
+            ),
+            'DeleteJobQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteJobQueue,
+                    request_deserializer=qm_dot_v1_dot_quartermaster__pb2.DeleteJobQueueRequest.FromString,
+                    response_serializer=qm_dot_v1_dot_quartermaster__pb2.DeleteJobQueueResponse.SerializeToString,
+            ),
+            'TagResource': grpc.unary_unary_rpc_method_handler(
+                    servicer.TagResource,
+                    request_deserializer=qm_dot_v1_dot_quartermaster__pb2.TagResourceRequest.FromString,
+                    response_serializer=qm_dot_v1_dot_quartermaster__pb2.TagResourceResponse.SerializeToString,
+            ),
+            'UntagResource': grpc.unary_unary_rpc_method_handler(
+                    servicer.UntagResource,
+                    request_deserializer=qm_dot_v1_dot_quartermaster__pb2.UntagResourceRequest.FromString,
+                    response_serializer=qm_dot_v1_dot_quartermaster__pb2.UntagResourceResponse.SerializeToString,
+            ),
+            'ListTagsForResource': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTagsForResource,
+                    request_deserializer=qm_dot_v1_dot_quartermaster__pb2.ListTagsForResourceRequest.FromString,
+                    response_serializer=qm_dot_v1_dot_quartermaster__pb2.ListTagsForResourceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -630,6 +784,249 @@ class QuotaManagement:
             '/qm.v1.QuotaManagement/ListQuotaShares',
             qm_dot_v1_dot_quartermaster__pb2.ListQuotaSharesRequest.SerializeToString,
             qm_dot_v1_dot_quartermaster__pb2.ListQuotaSharesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteServiceEnvironment(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/qm.v1.QuotaManagement/DeleteServiceEnvironment',
+            qm_dot_v1_dot_quartermaster__pb2.DeleteServiceEnvironmentRequest.SerializeToString,
+            qm_dot_v1_dot_quartermaster__pb2.DeleteServiceEnvironmentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateSchedulingPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/qm.v1.QuotaManagement/UpdateSchedulingPolicy',
+            qm_dot_v1_dot_quartermaster__pb2.UpdateSchedulingPolicyRequest.SerializeToString,
+            qm_dot_v1_dot_quartermaster__pb2.UpdateSchedulingPolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeSchedulingPolicies(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/qm.v1.QuotaManagement/DescribeSchedulingPolicies',
+            qm_dot_v1_dot_quartermaster__pb2.DescribeSchedulingPoliciesRequest.SerializeToString,
+            qm_dot_v1_dot_quartermaster__pb2.DescribeSchedulingPoliciesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSchedulingPolicies(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/qm.v1.QuotaManagement/ListSchedulingPolicies',
+            qm_dot_v1_dot_quartermaster__pb2.ListSchedulingPoliciesRequest.SerializeToString,
+            qm_dot_v1_dot_quartermaster__pb2.ListSchedulingPoliciesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSchedulingPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/qm.v1.QuotaManagement/DeleteSchedulingPolicy',
+            qm_dot_v1_dot_quartermaster__pb2.DeleteSchedulingPolicyRequest.SerializeToString,
+            qm_dot_v1_dot_quartermaster__pb2.DeleteSchedulingPolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteJobQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/qm.v1.QuotaManagement/DeleteJobQueue',
+            qm_dot_v1_dot_quartermaster__pb2.DeleteJobQueueRequest.SerializeToString,
+            qm_dot_v1_dot_quartermaster__pb2.DeleteJobQueueResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TagResource(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/qm.v1.QuotaManagement/TagResource',
+            qm_dot_v1_dot_quartermaster__pb2.TagResourceRequest.SerializeToString,
+            qm_dot_v1_dot_quartermaster__pb2.TagResourceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UntagResource(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/qm.v1.QuotaManagement/UntagResource',
+            qm_dot_v1_dot_quartermaster__pb2.UntagResourceRequest.SerializeToString,
+            qm_dot_v1_dot_quartermaster__pb2.UntagResourceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTagsForResource(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/qm.v1.QuotaManagement/ListTagsForResource',
+            qm_dot_v1_dot_quartermaster__pb2.ListTagsForResourceRequest.SerializeToString,
+            qm_dot_v1_dot_quartermaster__pb2.ListTagsForResourceResponse.FromString,
             options,
             channel_credentials,
             insecure,
