@@ -951,20 +951,22 @@ class DescribeServiceJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[ServiceJobDetail, _Mapping]] = ...) -> None: ...
 
 class ListServiceJobsRequest(_message.Message):
-    __slots__ = ("job_queue", "quota_share_name", "job_status", "filters", "max_results", "next_token")
+    __slots__ = ("job_queue", "quota_share_name", "job_status", "filters", "max_results", "next_token", "all_statuses")
     JOB_QUEUE_FIELD_NUMBER: _ClassVar[int]
     QUOTA_SHARE_NAME_FIELD_NUMBER: _ClassVar[int]
     JOB_STATUS_FIELD_NUMBER: _ClassVar[int]
     FILTERS_FIELD_NUMBER: _ClassVar[int]
     MAX_RESULTS_FIELD_NUMBER: _ClassVar[int]
     NEXT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ALL_STATUSES_FIELD_NUMBER: _ClassVar[int]
     job_queue: str
     quota_share_name: str
     job_status: JobStatus
     filters: _containers.RepeatedCompositeFieldContainer[KeyValuesPair]
     max_results: int
     next_token: str
-    def __init__(self, job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., job_status: _Optional[_Union[JobStatus, str]] = ..., filters: _Optional[_Iterable[_Union[KeyValuesPair, _Mapping]]] = ..., max_results: _Optional[int] = ..., next_token: _Optional[str] = ...) -> None: ...
+    all_statuses: bool
+    def __init__(self, job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., job_status: _Optional[_Union[JobStatus, str]] = ..., filters: _Optional[_Iterable[_Union[KeyValuesPair, _Mapping]]] = ..., max_results: _Optional[int] = ..., next_token: _Optional[str] = ..., all_statuses: _Optional[bool] = ...) -> None: ...
 
 class ServiceJobSummary(_message.Message):
     __slots__ = ("job_id", "job_name", "job_arn", "job_queue", "quota_share_name", "service_job_type", "status", "status_reason", "scheduling_priority", "created_at", "started_at", "stopped_at", "capacity_usage", "wait_reason", "latest_attempt", "scheduled_at")
