@@ -10,7 +10,8 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from quartermaster.cli import audit, plugins
+from quartermaster.cli import audit, plugins, usage
+from quartermaster.cli import top as top_command
 from quartermaster.cli.tables import enum_name, render, when
 from quartermaster.client import (
     Quartermaster,
@@ -293,6 +294,8 @@ def parser() -> argparse.ArgumentParser:
 
     plugins.register_all(groups)
     audit.register(groups)
+    usage.register(groups)
+    top_command.register(groups)
 
     def group(name: str, help_: str) -> argparse._SubParsersAction[argparse.ArgumentParser]:
         return groups.add_parser(name, help=help_).add_subparsers(dest="command", required=True)
