@@ -1,7 +1,12 @@
-"""The process runtime's wrapper: it records how the job ended, even after a signal."""
+"""The process runtime's wrapper: it records how the job ended, even after a signal.
+
+It must cost little per job: it runs no Python interpreter, and its module
+imports the standard library only.
+"""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import signal
@@ -10,18 +15,13 @@ import sys
 import time
 from pathlib import Path
 
+from qm_node_agent import wrapper
+from qm_node_agent.wrapper import wrapper_argv
+
 
 def wrap(exit_file: Path, *command: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "qm_node_agent.wrapper",
-            "--exit-file",
-            str(exit_file),
-            "--",
-            *command,
-        ],
+        wrapper_argv(str(exit_file), command),
         start_new_session=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -68,3 +68,48 @@ def test_a_job_killed_by_a_signal_exits_128_plus_the_signal(tmp_path: Path) -> N
 
     assert proc.wait(10) == 128 + signal.SIGKILL
     assert json.loads(exit_file.read_text())["exit_code"] == 137
+
+
+def test_a_command_that_cannot_be_run_is_a_start_error(tmp_path: Path) -> None:
+    exit_file = tmp_path / "exit"
+    script = tmp_path / "not-executable"
+    script.write_text("echo hi\n")
+    proc = wrap(exit_file, str(script))
+
+    assert proc.wait(10) == 126
+    status = json.loads(exit_file.read_text())
+    assert status["start_error"] == f"command cannot be run: {script}"
+
+
+def test_a_job_exiting_127_itself_is_not_a_start_error(tmp_path: Path) -> None:
+    exit_file = tmp_path / "exit"
+    proc = wrap(exit_file, "sh", "-c", "exit 127")
+
+    assert proc.wait(10) == 127
+    assert json.loads(exit_file.read_text()) == {"exit_code": 127, "start_error": None}
+
+
+def test_the_wrapper_is_not_a_python_interpreter(tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    proc = wrap(tmp_path / "exit", "sh", "-c", f"touch {ready}; sleep 5")
+    try:
+        deadline = time.monotonic() + 10
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        exe = os.path.realpath(f"/proc/{proc.pid}/exe")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    assert exe == os.path.realpath(wrapper.SHELL)
+    assert exe != os.path.realpath(sys.executable)
+
+
+def test_the_wrapper_module_imports_the_standard_library_only() -> None:
+    tree = ast.parse(Path(wrapper.__file__).read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    assert imported - sys.stdlib_module_names - {"__future__"} == set()

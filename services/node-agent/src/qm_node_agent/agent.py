@@ -265,8 +265,7 @@ class NodeAgent:
             exit_file=str(self.layout.exit_file(*key)),
             log_file=str(self.layout.log_file(*key)),
         )
-        self._store.save(record)  # before anything starts: a restart must not launch it again
-        self._records[key] = record
+        self._records[key] = record  # the runner saves it durably before anything starts
         runner = self._runner(record)
         self._spawn(self._drive(runner, runner.launch(spec, job.timeout_seconds)), f"run {key}")
 

@@ -63,7 +63,8 @@ class AttemptRunner:
 
     # ---- entry points ---------------------------------------------------------
     async def launch(self, spec: LaunchSpec | LaunchError, timeout_s: int | None) -> None:
-        """Start the part (its record is saved already) and see it through."""
+        """Save the record durably, then start the part and see it through."""
+        await self._store.persist(self.record)  # a restart must not launch it again
         await self._reporter.report(self._event(ev.JobStarting))
         if self._stop.is_set():
             await self._finish(self._event(ev.JobStopConfirmed, exit_code=None))
@@ -81,7 +82,7 @@ class AttemptRunner:
             reason = f"InfrastructureError: {err}"
             await self._finish(self._failed(reason, FailureClass.INFRASTRUCTURE_ERROR))
             return
-        self._save(pid=job.pid)
+        await self._save(pid=job.pid)
         self._log("started (pid %s)", job.pid)
         running_at = await self._report_running()
         await self._supervise(job, running_at, timeout_s)
@@ -186,18 +187,18 @@ class AttemptRunner:
     # ---- reports and the record -------------------------------------------------
     async def _report_running(self) -> float:
         event = self._event(ev.JobRunning)
-        self._save(running_at=event.at)
+        await self._save(running_at=event.at)
         await self._reporter.report(event)
         return event.at
 
     async def _finish(self, outcome: Outcome) -> None:
-        self._save(outcome=outcome)
+        await self._save(outcome=outcome)
         await self._reporter.report(outcome)
         self._log("reported %s", type(outcome).__name__)
 
-    def _save(self, **changes: object) -> None:
+    async def _save(self, **changes: object) -> None:
         self.record = msgspec.structs.replace(self.record, **changes)
-        self._store.save(self.record)
+        await self._store.persist(self.record)
 
     def _event(self, kind: type[E], **fields: object) -> E:
         return kind(  # type: ignore[call-arg]

@@ -7,6 +7,7 @@ report. It is deleted once the folded log shows the attempt is over on this host
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 
@@ -62,6 +63,10 @@ class AttemptStore:
             os.fsync(folder)
         finally:
             os.close(folder)
+
+    async def persist(self, record: AttemptRecord) -> None:
+        """`save` in a worker thread: the fsyncs never block the agent's event loop."""
+        await asyncio.to_thread(self.save, record)
 
     def exists(self, job_id: str, attempt: int) -> bool:
         return self._path_of(job_id, attempt).exists()

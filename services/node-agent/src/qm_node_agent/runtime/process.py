@@ -1,8 +1,9 @@
 """The process runtime: the job runs as a local process group under a small wrapper.
 
-The wrapper (`qm_node_agent.wrapper`) leads a new session, so the job survives
-an agent restart; the restarted agent finds it by pid (checked against
-/proc/<pid>/cmdline) and learns how it ended from the wrapper's exit file.
+The wrapper (a shell script, `qm_node_agent.wrapper`) leads a new session, so
+the job survives an agent restart; the restarted agent finds it by pid (checked
+against /proc/<pid>/cmdline) and learns how it ended from the wrapper's exit
+file. The agent learns that a wrapper ended from a pidfd (no polling).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from qm_node_agent.launch import LaunchSpec
 from qm_node_agent.records import AttemptRecord
 from qm_node_agent.runtime.base import ExitStatus, tail
 from qm_node_agent.settings import RuntimeKind
+from qm_node_agent.wrapper import wrapper_argv
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ class ProcessJob:
 
     async def wait(self) -> ExitStatus:
         while self._alive():
-            await asyncio.sleep(POLL_S)
+            await _until_exited(self._pid)
         if self._seen_alive:
             # The wrapper just ended: take what it left running in its group down with it.
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -102,9 +103,8 @@ class ProcessJob:
 class ProcessRuntime:
     kind = RuntimeKind.PROCESS.value
 
-    def __init__(self, job_path: str = os.defpath, python: str = sys.executable) -> None:
+    def __init__(self, job_path: str = os.defpath) -> None:
         self._job_path = job_path
-        self._python = python
 
     async def launch(self, spec: LaunchSpec, record: AttemptRecord) -> ProcessJob:
         command = spec.command
@@ -119,12 +119,10 @@ class ProcessRuntime:
         env = {"PATH": self._job_path, **spec.environment_with_cache(str(spec.cache_dir))}
         exit_file = Path(record.exit_file)
         exit_file.unlink(missing_ok=True)
-        # -I: the job's PYTHON* variables must not break the wrapper's own interpreter.
-        argv = [self._python, "-I", "-m", "qm_node_agent.wrapper", "--exit-file", str(exit_file)]
         try:
             with open(record.log_file, "ab") as output:
                 popen = subprocess.Popen(
-                    [*argv, "--", *command],
+                    wrapper_argv(str(exit_file), command),
                     cwd=spec.work_dir,
                     env=env,
                     stdin=subprocess.DEVNULL,
@@ -147,6 +145,30 @@ class ProcessRuntime:
 
     async def forget(self, record: AttemptRecord) -> None:
         """Nothing to free for a process."""
+
+
+async def _until_exited(pid: int) -> None:
+    """Until `pid` exits (a pidfd becomes readable), or one poll interval without pidfds."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    except OSError:  # no pidfds (old kernel, seccomp): poll
+        await asyncio.sleep(POLL_S)
+        return
+    loop = asyncio.get_running_loop()
+    exited = loop.create_future()
+
+    def readable() -> None:
+        if not exited.done():
+            exited.set_result(None)
+
+    loop.add_reader(fd, readable)
+    try:
+        await exited
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
 
 
 def _resolvable(program: str, work_dir: Path, job_path: str) -> bool:
