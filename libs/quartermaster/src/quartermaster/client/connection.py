@@ -268,3 +268,6 @@ class Quartermaster:
 
     def drain_node(self, host_id: str) -> Any:
         return self.call(self.nodes.DrainNode, pb.DrainNodeRequest(host_id=host_id))
+
+    def undrain_node(self, host_id: str) -> Any:
+        return self.call(self.nodes.UndrainNode, pb.UndrainNodeRequest(host_id=host_id))

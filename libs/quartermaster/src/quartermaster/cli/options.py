@@ -1,0 +1,127 @@
+"""The parser pieces every `qm` command shares: help with defaults, one-line usage errors,
+case-insensitive enum choices and `--output table|json`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NoReturn
+
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+USAGE_ERROR = 2  # bad input (argparse's own code)
+CALL_ERROR = 1  # the server refused or failed the call
+
+
+class UsageError(Exception):
+    """Input the parser accepted but a handler cannot use (e.g. `--capacity gpu`)."""
+
+
+class DefaultsFormatter(argparse.RawDescriptionHelpFormatter):
+    """Adds `(default: X)` to a flag's help where there is a default worth saying."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            "%(default)" in text
+            or not action.option_strings
+            or action.required
+            or default is None
+            or default is False
+            or default == ""
+            or default == argparse.SUPPRESS
+            or isinstance(action, argparse._HelpAction)
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class QmParser(argparse.ArgumentParser):
+    """Shows each flag's default in `--help`; a usage error is one line, never a traceback."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", DefaultsFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        fail(f"{message} (see `{self.prog} --help`)", USAGE_ERROR)
+
+
+def fail(message: str, code: int) -> NoReturn:
+    print(f"qm: error: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def choice(values: Iterable[str], *, lower: bool = False) -> dict[str, Any]:
+    """`add_argument` keywords for an enum flag: any case in, canonical case out."""
+    canonical = tuple(values)
+
+    def convert(text: str) -> str:
+        return text.lower() if lower else text.upper()
+
+    convert.__name__ = "value"  # argparse names the type in "invalid value: 'x'"
+    return {"type": convert, "choices": canonical, "metavar": "{" + ",".join(canonical) + "}"}
+
+
+def enum_values(enum: Any) -> tuple[str, ...]:
+    """`JOB_STATUS_RUNNING` ... -> ("RUNNING", ...): a proto enum's names, prefix off."""
+    names = [value.name for value in enum.DESCRIPTOR.values]
+    prefix = names[0].removesuffix("UNSPECIFIED")
+    return tuple(n.removeprefix(prefix) for n in names[1:])
+
+
+def capacity(text: str) -> tuple[str, int]:
+    """`ml.g5.xlarge=4` -> (unit, count); argparse turns a ValueError into a usage error."""
+    unit, sep, count = text.partition("=")
+    if not sep or not unit or not count.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not UNIT=N (e.g. ml.g5.xlarge=4)")
+    return unit, int(count)
+
+
+def capacity_of(values: Sequence[tuple[str, int]]) -> dict[str, int]:
+    return dict(values)
+
+
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from err
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be 1 or more")
+    return value
+
+
+def add_output(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--output",
+        "-o",
+        default="table",
+        help="table for people, json for scripts",
+        **choice(("table", "json"), lower=True),
+    )
+
+
+def to_dict(message: Message) -> dict[str, Any]:
+    out: dict[str, Any] = json_format.MessageToDict(message, preserving_proto_field_name=True)
+    return out
+
+
+def show(message: Message) -> None:
+    print(json.dumps(to_dict(message), indent=2))
+
+
+def emit(
+    args: argparse.Namespace,
+    items: Sequence[Message],
+    table: Callable[[Sequence[Message]], str],
+) -> None:
+    """Print a read command's result as the table or as a JSON list of the messages."""
+    if getattr(args, "output", "table") == "json":
+        print(json.dumps([to_dict(m) for m in items], indent=2))
+    else:
+        print(table(items))
