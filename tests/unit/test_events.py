@@ -45,6 +45,7 @@ STABLE_TAGS = {
     "host.heartbeat",
     "host.lost",
     "host.drained",
+    "host.undrained",
     "warm_pool.available",
     "warm_pool.in_use",
     "warm_pool.reused",

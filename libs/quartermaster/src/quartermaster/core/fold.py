@@ -10,8 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import msgspec
+
 from quartermaster import events as ev
 from quartermaster.core import lifecycle, upcast, warm_pools
+from quartermaster.core.changes import TOUCHES, touch_everything
 from quartermaster.core.model import (
     ACTIVE_STATUSES,
     TERMINAL_STATUSES,
@@ -46,7 +49,9 @@ def fold(state: State, event: ev.Event) -> State:
     if event.at > state.now:
         state.now = event.at
     state.seq += 1
-    handler = _HANDLERS.get(type(event))
+    kind = type(event)
+    TOUCHES.get(kind, touch_everything)(state, event)
+    handler = _HANDLERS.get(kind)
     if handler is not None:
         handler(state, event)
     return state
@@ -68,17 +73,24 @@ def _limits(limits: tuple[ev.CapacityLimit, ...]) -> dict[str, int]:
 @_on(ev.ServiceEnvironmentCreated)
 @_on(ev.ServiceEnvironmentUpdated)
 def _environment(state: State, e: ev.ServiceEnvironmentCreated) -> None:
-    state.environments[e.name] = Environment(e.name, _limits(e.capacity_limits), e.state)
+    before = state.environments.get(e.name)
+    tags = dict(e.tags) if isinstance(e, ev.ServiceEnvironmentCreated) else None
+    if tags is None:
+        tags = dict(before.tags) if before is not None else {}
+    state.environments[e.name] = Environment(e.name, _limits(e.capacity_limits), e.state, tags)
 
 
 @_on(ev.SchedulingPolicyCreated)
 def _policy(state: State, e: ev.SchedulingPolicyCreated) -> None:
     state.policies[e.name] = e.idle_resource_assignment_strategy
+    state.policy_tags[e.name] = dict(e.tags)
 
 
 @_on(ev.JobQueueCreated)
 def _queue_created(state: State, e: ev.JobQueueCreated) -> None:
-    state.queues[e.name] = Queue(e.name, e.service_environment, e.scheduling_policy, e.state)
+    state.queues[e.name] = Queue(
+        e.name, e.service_environment, e.scheduling_policy, e.state, dict(e.tags), e.priority
+    )
 
 
 @_on(ev.JobQueueUpdated)
@@ -87,25 +99,105 @@ def _queue_updated(state: State, e: ev.JobQueueUpdated) -> None:
     if queue is not None:
         queue.state = e.state
         queue.policy = e.scheduling_policy
+        if e.priority is not None:
+            queue.priority = e.priority
 
 
 @_on(ev.QuotaShareCreated)
 @_on(ev.QuotaShareUpdated)
 def _share(state: State, e: ev.QuotaShareCreated) -> None:
-    state.shares[(e.job_queue, e.name)] = Share(
-        e.job_queue,
-        e.name,
-        _limits(e.capacity_limits),
-        e.strategy,
-        e.borrow_limit,
-        e.in_share_preemption,
-        e.state,
+    before = state.shares.get((e.job_queue, e.name))
+    tags = dict(e.tags) if isinstance(e, ev.QuotaShareCreated) else None
+    if tags is None:
+        tags = dict(before.tags) if before is not None else {}
+    state.put_share(
+        Share(
+            e.job_queue,
+            e.name,
+            _limits(e.capacity_limits),
+            e.strategy,
+            e.borrow_limit,
+            e.in_share_preemption,
+            e.state,
+            tags,
+        )
     )
 
 
 @_on(ev.QuotaShareDeleted)
 def _share_deleted(state: State, e: ev.QuotaShareDeleted) -> None:
-    state.shares.pop((e.job_queue, e.name), None)
+    state.drop_share(e.job_queue, e.name)
+
+
+# Deletes and tags: admission writes them only for resources it found (unused, for a
+# delete); entities are replaced, never changed in place (a fork shares them).
+
+
+@_on(ev.ServiceEnvironmentDeleted)
+def _environment_deleted(state: State, e: ev.ServiceEnvironmentDeleted) -> None:
+    state.environments.pop(e.name, None)
+
+
+@_on(ev.SchedulingPolicyUpdated)
+def _policy_updated(state: State, e: ev.SchedulingPolicyUpdated) -> None:
+    if e.name in state.policies:
+        state.policies[e.name] = e.idle_resource_assignment_strategy
+
+
+@_on(ev.SchedulingPolicyDeleted)
+def _policy_deleted(state: State, e: ev.SchedulingPolicyDeleted) -> None:
+    state.policies.pop(e.name, None)
+    state.policy_tags.pop(e.name, None)
+
+
+@_on(ev.JobQueueDeleted)
+def _queue_deleted(state: State, e: ev.JobQueueDeleted) -> None:
+    state.queues.pop(e.name, None)
+
+
+@_on(ev.ResourceTagged)
+@_on(ev.ResourceUntagged)
+def _tags(state: State, e: ev.ResourceTagged | ev.ResourceUntagged) -> None:
+    before = tags_of(state, e.kind, e.name, e.job_queue)
+    if before is None:
+        return
+    after = dict(before)
+    if isinstance(e, ev.ResourceTagged):
+        after.update(e.tags)
+    else:
+        for key in e.tag_keys:
+            after.pop(key, None)
+    kind = e.kind
+    if kind is ev.ResourceKind.SERVICE_ENVIRONMENT:
+        state.environments[e.name] = msgspec.structs.replace(state.environments[e.name], tags=after)
+    elif kind is ev.ResourceKind.SCHEDULING_POLICY:
+        state.policy_tags[e.name] = after
+    elif kind is ev.ResourceKind.JOB_QUEUE:
+        state.queues[e.name].tags = after
+    elif kind is ev.ResourceKind.QUOTA_SHARE:
+        share = state.shares[(e.job_queue, e.name)]
+        state.put_share(msgspec.structs.replace(share, tags=after))
+    else:
+        state.jobs[e.name].tags = after
+
+
+def tags_of(
+    state: State, kind: ev.ResourceKind, name: str, job_queue: str = ""
+) -> dict[str, str] | None:
+    """The tags of a resource, or None when there is no such resource."""
+    if kind is ev.ResourceKind.SERVICE_ENVIRONMENT:
+        env = state.environments.get(name)
+        return env.tags if env is not None else None
+    if kind is ev.ResourceKind.SCHEDULING_POLICY:
+        return state.policy_tags.get(name, {}) if name in state.policies else None
+    if kind is ev.ResourceKind.JOB_QUEUE:
+        queue = state.queues.get(name)
+        return queue.tags if queue is not None else None
+    if kind is ev.ResourceKind.QUOTA_SHARE:
+        share = state.shares.get((job_queue, name))
+        return share.tags if share is not None else None
+    job = state.jobs.get(name)
+    return job.tags if job is not None else None
 
 
 # ---- jobs: requests -----------------------------------------------------
@@ -340,15 +432,20 @@ def _stop_confirmed(state: State, e: ev.JobStopConfirmed) -> None:
 @_on(ev.HostRegistered)
 def _host_registered(state: State, e: ev.HostRegistered) -> None:
     host = state.hosts.get(e.host_id)
+    # A drain is the operator's, not the agent's: registering again does not undo it.
+    drained = host is not None and host.drained
+    status = HostStatus.DRAINED if drained else HostStatus.HEALTHY
     if host is not None and host.holder is not None:
         # Re-registration of a busy host (agent restart): keep its allocation.
-        host.status = HostStatus.HEALTHY
+        host.status = status
         host.last_heartbeat = e.at
         return
     if host is not None:
         state._free_list(host).discard(host.host_id)
     host = Host(e.host_id, e.instance_type, e.gpu_count, e.service_environment, e.address)
     host.last_heartbeat = e.at
+    host.drained = drained
+    host.status = status
     state.hosts[e.host_id] = host
     state.mark_free(host)
 
@@ -369,7 +466,22 @@ def _host_lost(state: State, e: ev.HostLost) -> None:
 
 @_on(ev.HostDrained)
 def _host_drained(state: State, e: ev.HostDrained) -> None:
+    host = state.hosts.get(e.host_id)
+    if host is not None:
+        host.drained = True
     _host_gone(state, e.host_id, HostStatus.DRAINED, e.at, "host drained")
+
+
+@_on(ev.HostUndrained)
+def _host_undrained(state: State, e: ev.HostUndrained) -> None:
+    host = state.hosts.get(e.host_id)
+    if host is None or not host.drained:
+        return
+    host.drained = False
+    if host.status is HostStatus.DRAINED:  # a LOST host stays lost until it registers
+        host.status = HostStatus.HEALTHY
+        if host.holder is None:
+            state.mark_free(host)
 
 
 def _host_gone(state: State, host_id: str, status: HostStatus, at: float, why: str) -> None:

@@ -55,6 +55,7 @@ class Environment(msgspec.Struct):
     name: str
     max_capacity: dict[str, int]
     state: Toggle = Toggle.ENABLED
+    tags: dict[str, str] = {}
 
 
 class Queue(msgspec.Struct):
@@ -62,6 +63,8 @@ class Queue(msgspec.Struct):
     environment: str
     policy: str
     state: Toggle = Toggle.ENABLED
+    tags: dict[str, str] = {}
+    priority: int = 1
 
 
 class Share(msgspec.Struct):
@@ -72,6 +75,7 @@ class Share(msgspec.Struct):
     borrow_limit: int = -1
     in_share_preemption: Toggle = Toggle.DISABLED
     state: Toggle = Toggle.ENABLED
+    tags: dict[str, str] = {}
 
     def own(self, unit: str) -> int:
         return self.limits.get(unit, 0)
@@ -164,6 +168,8 @@ class Host(msgspec.Struct):
     last_heartbeat: float = 0.0
     holder: str | None = None  # job id, or pool (job) id, that holds the host
     holder_env: str | None = None
+    # Drained by a request: stays DRAINED when its agent registers again, until undrained.
+    drained: bool = False
 
 
 class WarmPool(msgspec.Struct):

@@ -40,6 +40,7 @@ _REQUESTS = (
     "job.termination_requested",
     "warm_pool.keep_alive_updated",
     "host.drained",
+    "host.undrained",
 )
 _DECISIONS = (
     "job.dispatched",

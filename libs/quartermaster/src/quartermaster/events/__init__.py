@@ -24,7 +24,13 @@ from quartermaster.events.config import (
     ServiceEnvironmentCreated,
     ServiceEnvironmentUpdated,
 )
-from quartermaster.events.hosts import HostDrained, HostHeartbeat, HostLost, HostRegistered
+from quartermaster.events.hosts import (
+    HostDrained,
+    HostHeartbeat,
+    HostLost,
+    HostRegistered,
+    HostUndrained,
+)
 from quartermaster.events.jobs import (
     EvaluateOnExit,
     JobDispatched,
@@ -52,6 +58,15 @@ from quartermaster.events.pools import (
     WarmPoolTerminated,
 )
 from quartermaster.events.reasons import Rule
+from quartermaster.events.resources import (
+    JobQueueDeleted,
+    ResourceKind,
+    ResourceTagged,
+    ResourceUntagged,
+    SchedulingPolicyDeleted,
+    SchedulingPolicyUpdated,
+    ServiceEnvironmentDeleted,
+)
 from quartermaster.events.upcast import same_decision
 
 AnyEvent: TypeAlias = (
@@ -81,12 +96,19 @@ AnyEvent: TypeAlias = (
     | HostHeartbeat
     | HostLost
     | HostDrained
+    | HostUndrained
     | WarmPoolAvailable
     | WarmPoolInUse
     | WarmPoolReused
     | WarmPoolTerminated
     | WarmPoolKeepAliveUpdated
     | ClockTicked
+    | ServiceEnvironmentDeleted
+    | SchedulingPolicyUpdated
+    | SchedulingPolicyDeleted
+    | JobQueueDeleted
+    | ResourceTagged
+    | ResourceUntagged
 )
 
 EVENT_TYPES: tuple[type[Event], ...] = AnyEvent.__args__
@@ -131,12 +153,14 @@ __all__ = [
     "HostHeartbeat",
     "HostLost",
     "HostRegistered",
+    "HostUndrained",
     "JobDispatched",
     "JobFailed",
     "JobFinallyFailed",
     "JobPreemptionRequested",
     "JobPriorityUpdated",
     "JobQueueCreated",
+    "JobQueueDeleted",
     "JobQueueUpdated",
     "JobRetried",
     "JobRunning",
@@ -150,9 +174,15 @@ __all__ = [
     "QuotaShareCreated",
     "QuotaShareDeleted",
     "QuotaShareUpdated",
+    "ResourceKind",
+    "ResourceTagged",
+    "ResourceUntagged",
     "Rule",
     "SchedulingPolicyCreated",
+    "SchedulingPolicyDeleted",
+    "SchedulingPolicyUpdated",
     "ServiceEnvironmentCreated",
+    "ServiceEnvironmentDeleted",
     "ServiceEnvironmentUpdated",
     "SharingStrategy",
     "State",

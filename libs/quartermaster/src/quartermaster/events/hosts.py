@@ -29,4 +29,12 @@ class HostLost(Event, frozen=True, tag="host.lost"):
 
 
 class HostDrained(Request, frozen=True, tag="host.drained"):
+    """The host takes no new work until undrained, across agent restarts."""
+
+    host_id: str
+
+
+class HostUndrained(Request, frozen=True, tag="host.undrained"):
+    """A drained host takes new work again."""
+
     host_id: str

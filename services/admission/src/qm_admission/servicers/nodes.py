@@ -1,4 +1,4 @@
-"""`qm.v1.Nodes`: list hosts and drain one."""
+"""`qm.v1.Nodes`: list hosts, drain one and undrain it."""
 
 from __future__ import annotations
 
@@ -32,3 +32,13 @@ class Nodes(rpc.NodesServicer):
         await self._b.follower.wait_for(written.seq, self._b.settings.read_timeout_seconds)
         state = self._b.follower.state
         return pb.DrainNodeResponse(node=node_summary(state, state.hosts[request.host_id]))
+
+    async def UndrainNode(
+        self, request: pb.UndrainNodeRequest, context: Any
+    ) -> pb.UndrainNodeResponse:
+        written = await write(
+            self._b, context, lambda s, now: validation.undrain_node(request, s, at=now)
+        )
+        await self._b.follower.wait_for(written.seq, self._b.settings.read_timeout_seconds)
+        state = self._b.follower.state
+        return pb.UndrainNodeResponse(node=node_summary(state, state.hosts[request.host_id]))

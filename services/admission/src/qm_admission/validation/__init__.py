@@ -21,7 +21,7 @@ from qm_admission.validation.jobs import (
     terminate_job,
     update_job,
 )
-from qm_admission.validation.operations import drain_node, update_warm_pool
+from qm_admission.validation.operations import drain_node, undrain_node, update_warm_pool
 from qm_admission.validation.payload import TrainingResources, parse_payload
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "queue_name",
     "submit_job",
     "terminate_job",
+    "undrain_node",
     "update_job",
     "update_job_queue",
     "update_quota_share",

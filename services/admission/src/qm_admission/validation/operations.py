@@ -46,3 +46,11 @@ def drain_node(request: pb.DrainNodeRequest, state: State, *, at: float) -> list
     if host.status is not HostStatus.HEALTHY:
         raise failed_precondition("host_id", f"host {host.host_id} is {host.status.value}")
     return [ev.HostDrained(at=at, host_id=host.host_id)]
+
+
+def undrain_node(request: pb.UndrainNodeRequest, state: State, *, at: float) -> list[ev.Event]:
+    """Undrain a drained host; undraining a host that is not drained writes nothing."""
+    host = common.host(state, "host_id", request.host_id)
+    if not host.drained:
+        return []
+    return [ev.HostUndrained(at=at, host_id=host.host_id)]
