@@ -24,13 +24,20 @@ from quartermaster.core import PassPolicy, decide
 from quartermaster.core.snapshot import take
 from quartermaster.eventlog import LogFollower, encode_batch, subjects
 from quartermaster.events import AnyEvent, Event
+from quartermaster.metrics import SchedulerMetrics
 
 log = logging.getLogger("qm.scheduler")
 
 
 class Scheduler:
-    def __init__(self, settings: SchedulerSettings, event_log: JetStreamLog) -> None:
+    def __init__(
+        self,
+        settings: SchedulerSettings,
+        event_log: JetStreamLog,
+        metrics: SchedulerMetrics | None = None,
+    ) -> None:
         self.settings = settings
+        self.metrics = SchedulerMetrics() if metrics is None else metrics
         self.log = event_log
         self.policy = PassPolicy(heartbeat_timeout_seconds=settings.heartbeat_timeout_seconds)
         self.follower: LogFollower | None = None
@@ -136,6 +143,7 @@ class Scheduler:
             started = time.perf_counter()
             decisions = decide(state, self.policy, queues=queues, hosts=hosts)
             self.passes += 1
+            self.metrics.observe_pass(time.perf_counter() - started, len(decisions))
             if not decisions:
                 return appended
             log.debug(
@@ -147,7 +155,6 @@ class Scheduler:
             for queue, group in by_queue(state, decisions).items():
                 last = max(last, await self._append(queue, group))
                 appended += len(group)
-            self.decisions_appended += appended
             await self.follower.wait_for(last)
         return appended
 
@@ -157,17 +164,27 @@ class Scheduler:
         if queue == HOSTS:  # any instance may judge liveness; equal judgements dedupe
             subject = subjects.host_decisions(self.log.prefix)
             msg_id = "hosts:" + hashlib.sha256(data).hexdigest()[:32]
-            return await self.log.append(subject, data, msg_id=msg_id)
+            seq = await self.log.append(subject, data, msg_id=msg_id)
+            self._appended(decisions)
+            return seq
         subject = subjects.decisions(queue, self.log.prefix)
         expected = self.follower.last_on_subject.get(subject, 0)
         try:
-            return await self.log.append(
+            seq = await self.log.append(
                 subject, data, msg_id=f"{subject}:{expected}", expected_last_subject_seq=expected
             )
         except FencedAppendError:
             log.warning("decisions for %s fenced: another leader wrote; re-reading", queue)
             await self.follower.catch_up()
             return self.follower.seq
+        self._appended(decisions)
+        return seq
+
+    def _appended(self, decisions: list[Event]) -> None:
+        """Count decisions once they are on the log (a fenced append counts nothing)."""
+        assert self.follower is not None
+        self.decisions_appended += len(decisions)
+        self.metrics.appended_decisions(self.follower.state, decisions)
 
     async def _maybe_snapshot(self) -> None:
         assert self.follower is not None and self.snapshots is not None

@@ -23,6 +23,8 @@ class SchedulerSettings(BusSettings, frozen=True, kw_only=True):
     snapshot_bucket: str = "qm-snapshots"
     snapshot_every: int = 2000  # messages folded between snapshots
     queues: tuple[str, ...] = ()  # lead only these queues (empty: any)
+    metrics_port: int = 0  # serve Prometheus /metrics here (0: off)
+    metrics_host: str = "127.0.0.1"
 
     def __post_init__(self) -> None:
         if not 0 < 2 * self.lease_renew_seconds <= self.lease_ttl_seconds:
