@@ -397,6 +397,7 @@ def _running(state: State, e: ev.JobRunning) -> None:
         job.status = JobStatus.RUNNING
         job.running_at = e.at
         job.attempts[-1].started_at = e.at
+        job.attempts[-1].start_phases = e.start_phases
         if job.stop_cause is None:
             state.set_deadline(job)
 

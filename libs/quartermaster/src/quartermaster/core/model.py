@@ -10,7 +10,13 @@ from enum import StrEnum
 
 import msgspec
 
-from quartermaster.events import EvaluateOnExit, FailureClass, SharingStrategy, WarmPoolKey
+from quartermaster.events import (
+    EvaluateOnExit,
+    FailureClass,
+    SharingStrategy,
+    StartPhases,
+    WarmPoolKey,
+)
 from quartermaster.events import State as Toggle
 
 
@@ -99,6 +105,7 @@ class Attempt(msgspec.Struct):
     status_reason: str = ""
     exit_code: int | None = None
     log_tail: str = ""
+    start_phases: StartPhases | None = None  # from the report that made the attempt RUNNING
 
 
 class Job(msgspec.Struct):

@@ -47,6 +47,7 @@ from quartermaster.events.jobs import (
     JobSucceeded,
     JobTerminationRequested,
     JobTimedOut,
+    StartPhases,
     WarmPoolKey,
 )
 from quartermaster.events.pools import (
@@ -185,6 +186,7 @@ __all__ = [
     "ServiceEnvironmentDeleted",
     "ServiceEnvironmentUpdated",
     "SharingStrategy",
+    "StartPhases",
     "State",
     "WarmPoolAvailable",
     "WarmPoolInUse",

@@ -141,10 +141,21 @@ class JobStarting(Event, frozen=True, tag="job.starting"):
     host: str
 
 
+class StartPhases(msgspec.Struct, frozen=True, kw_only=True):
+    """How long each phase of one host's start took (seconds); 0: skipped (kept warm)."""
+
+    pull_s: float = 0.0  # pulling the training image from the host's registry
+    volume_s: float = 0.0  # creating the job's volume
+    staging_s: float = 0.0  # staging the input channels
+    container_s: float = 0.0  # creating (or taking the ready sandbox) and starting it
+    warm: bool = False  # the host reused what its warm pool kept
+
+
 class JobRunning(Event, frozen=True, tag="job.running"):
     job_id: str
     attempt: int
     host: str
+    start_phases: StartPhases | None = None  # None: not measured (process runtime, old events)
 
 
 class JobSucceeded(Event, frozen=True, tag="job.succeeded"):

@@ -846,18 +846,34 @@ class DescribeServiceJobRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
 class ServiceJobAttemptDetail(_message.Message):
-    __slots__ = ("host_ids", "started_at", "stopped_at", "status_reason", "exit_code")
+    __slots__ = ("host_ids", "started_at", "stopped_at", "status_reason", "exit_code", "start_phases")
     HOST_IDS_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     STOPPED_AT_FIELD_NUMBER: _ClassVar[int]
     STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    START_PHASES_FIELD_NUMBER: _ClassVar[int]
     host_ids: _containers.RepeatedScalarFieldContainer[str]
     started_at: int
     stopped_at: int
     status_reason: str
     exit_code: int
-    def __init__(self, host_ids: _Optional[_Iterable[str]] = ..., started_at: _Optional[int] = ..., stopped_at: _Optional[int] = ..., status_reason: _Optional[str] = ..., exit_code: _Optional[int] = ...) -> None: ...
+    start_phases: AttemptStartPhases
+    def __init__(self, host_ids: _Optional[_Iterable[str]] = ..., started_at: _Optional[int] = ..., stopped_at: _Optional[int] = ..., status_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_phases: _Optional[_Union[AttemptStartPhases, _Mapping]] = ...) -> None: ...
+
+class AttemptStartPhases(_message.Message):
+    __slots__ = ("pull_seconds", "volume_seconds", "staging_seconds", "container_seconds", "warm")
+    PULL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    STAGING_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    WARM_FIELD_NUMBER: _ClassVar[int]
+    pull_seconds: float
+    volume_seconds: float
+    staging_seconds: float
+    container_seconds: float
+    warm: bool
+    def __init__(self, pull_seconds: _Optional[float] = ..., volume_seconds: _Optional[float] = ..., staging_seconds: _Optional[float] = ..., container_seconds: _Optional[float] = ..., warm: _Optional[bool] = ...) -> None: ...
 
 class ServiceJobPreemptionSummary(_message.Message):
     __slots__ = ("preempted_attempt_count", "recent_preempted_attempts")
