@@ -74,6 +74,15 @@ def attempt_doc(attempt: Attempt) -> Doc:
     }
     if attempt.exit_code is not None:
         doc["exit_code"] = attempt.exit_code
+    if attempt.start_phases is not None:
+        phases = attempt.start_phases
+        doc["start_phases"] = {
+            "pull_seconds": phases.pull_s,
+            "volume_seconds": phases.volume_s,
+            "staging_seconds": phases.staging_s,
+            "container_seconds": phases.container_s,
+            "warm": phases.warm,
+        }
     return doc
 
 
