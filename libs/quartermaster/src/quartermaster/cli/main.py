@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
-from quartermaster.cli import audit, jobs, plugins
+from quartermaster.cli import audit, jobs, plugins, usage
+from quartermaster.cli import top as top_command
 from quartermaster.cli.options import (
     CALL_ERROR,
     USAGE_ERROR,
@@ -375,6 +376,8 @@ def parser() -> argparse.ArgumentParser:
 
     plugins.register_all(groups)
     audit.register(groups)
+    usage.register(groups)
+    top_command.register(groups)
 
     def group(name: str, help_: str) -> Any:
         return groups.add_parser(name, help=help_, description=help_).add_subparsers(
