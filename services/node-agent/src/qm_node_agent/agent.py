@@ -36,6 +36,7 @@ from quartermaster.bus import BusError, JetStreamLog
 from quartermaster.core import HostStatus, Job, State
 from quartermaster.eventlog import LogFollower
 from quartermaster.eventlog.process import manages_stream
+from quartermaster.metrics.attempts import NodeMetrics, StartObserver
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class NodeAgent:
         runtime: JobRuntime | None = None,
         gpus: Sequence[Gpu] | None = None,
         clock: Callable[[], float] = time.time,
+        metrics: NodeMetrics | None = None,
     ) -> None:
         self.settings = settings
         self.host_id = settings.host_id
@@ -75,6 +77,7 @@ class NodeAgent:
         self._runtime = runtime or make_runtime(settings)
         self._gpus = None if gpus is None else list(gpus)
         self._clock = clock
+        self._metrics = metrics
         self._store = AttemptStore(self.layout)
         self._ready = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -125,6 +128,8 @@ class NodeAgent:
             self._reporter = Reporter(event_log, self.host_id)
             follower = self._follower = LogFollower(event_log)
             follower.listen(self._on_batch)
+            if self._metrics is not None:
+                follower.listen(StartObserver(self.host_id, self._metrics, lambda: follower.state))
             await follower.start()
             stack.push_async_callback(follower.stop)
             await follower.catch_up(timeout=None)
@@ -267,7 +272,9 @@ class NodeAgent:
         )
         self._records[key] = record  # the runner saves it durably before anything starts
         runner = self._runner(record)
-        self._spawn(self._drive(runner, runner.launch(spec, job.timeout_seconds)), f"run {key}")
+        trace = self._follower.traces.get(job.job_id) if self._follower is not None else None
+        launch = runner.launch(spec, job.timeout_seconds, trace)
+        self._spawn(self._drive(runner, launch), f"run {key}")
 
     def _adopt_all(self) -> None:
         state = self.state
@@ -303,7 +310,11 @@ class NodeAgent:
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("job_id=%s attempt=%d failed in the agent", *runner.key)
+            log.exception(
+                "job_id=%s attempt=%d failed in the agent",
+                *runner.key,
+                extra={"job_id": runner.key[0], "host": self.host_id},
+            )
         finally:
             self._runners.pop(runner.key, None)
             self._records[runner.key] = runner.record
@@ -314,7 +325,11 @@ class NodeAgent:
         assert self._reporter is not None
         key = (job.job_id, job.attempt_no)
         self._confirmed.add(key)
-        log.info("job_id=%s attempt=%d stopped before launch: confirming", *key)
+        log.info(
+            "job_id=%s attempt=%d stopped before launch: confirming",
+            *key,
+            extra={"job_id": job.job_id, "share": job.share, "host": self.host_id},
+        )
         event = ev.JobStopConfirmed(
             at=self._clock(),
             job_id=job.job_id,

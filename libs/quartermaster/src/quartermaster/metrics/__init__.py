@@ -7,7 +7,7 @@ keeps one `CollectorRegistry`; `qm up` puts all its services in one. The table
 of every metric is in docs/metrics.md.
 """
 
-from quartermaster.metrics.attempts import NodeMetrics
+from quartermaster.metrics.attempts import NodeMetrics, StartObserver
 from quartermaster.metrics.http import MetricsServer, serving
 from quartermaster.metrics.lag import LogLagCollector
 from quartermaster.metrics.rpc import RpcMetrics
@@ -20,6 +20,7 @@ __all__ = [
     "NodeMetrics",
     "RpcMetrics",
     "SchedulerMetrics",
+    "StartObserver",
     "StateCollector",
     "serving",
     "state_families",

@@ -145,7 +145,8 @@ def _quota(state: State, shares: list[Share], out: dict[str, GaugeMetricFamily])
             if share.strategy is SharingStrategy.LEND_AND_BORROW and cap is not None:
                 out["quota_share_borrowing_limit"].add_metric(labels, cap - own)
             out["quota_share_borrowed_units"].add_metric(labels, max(0, used - own))
-            out["quota_share_lent_units"].add_metric(labels, lent.get((share.queue, share.name, unit), 0))
+            given = lent.get((share.queue, share.name, unit), 0)
+            out["quota_share_lent_units"].add_metric(labels, given)
 
 
 def _lent(state: State, shares: list[Share]) -> dict[tuple[str, str, str], int]:
