@@ -102,16 +102,18 @@ def render_png(series: UsageSeries, out: Path, title: str = "Quota use per share
         handles["in use"] = ax.step(rel, use, where="post", color="tab:blue", lw=2)[0]
         handles["own limit"] = ax.step(rel, limit, where="post", color="black", ls="--", lw=1.2)[0]
         corners_x, corners_use, corners_limit = _corners(rel, use, limit)
-        handles["borrowed"] = ax.fill_between(
-            corners_x,
-            corners_limit,
-            corners_use,
-            where=[u > lim for u, lim in zip(corners_use, corners_limit, strict=True)],
-            color="tab:orange",
-            alpha=0.45,
-            hatch="//",
-            lw=0,
-        )
+        above = [u > lim for u, lim in zip(corners_use, corners_limit, strict=True)]
+        if any(above):
+            handles["borrowed"] = ax.fill_between(
+                corners_x,
+                corners_limit,
+                corners_use,
+                where=above,
+                color="tab:orange",
+                alpha=0.45,
+                hatch="//",
+                lw=0,
+            )
         top = max([*use, *limit, 1]) + 1
         marks = [m for m in series.preemptions if (m.queue, m.share, m.unit) == key]
         for mark in marks:
