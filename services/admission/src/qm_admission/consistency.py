@@ -4,13 +4,17 @@ A write answers `x-qm-seq: <seq>` in its initial metadata. A read waits for the
 projection (or the follower) to reach the larger of the `x-qm-min-seq` the client
 sends and the newest envelope this process appended, so a client reads its own
 writes through this process without any header, and through another with it.
+
+A wait lasts at most the read timeout, and never past the call's own deadline:
+then it ends with `DeadlineReached` (DEADLINE_EXCEEDED) instead of waiting on
+for a client that has given up.
 """
 
 from __future__ import annotations
 
 import grpc
 
-from qm_admission.errors import ReadModelBehind
+from qm_admission.errors import DeadlineReached, ReadModelBehind
 from qm_admission.ports import PositionPort
 from qm_admission.validation.hostile import decimal
 from qm_admission.writer import RequestWriter
@@ -19,6 +23,8 @@ from quartermaster.eventlog import LogFollower
 
 MIN_SEQ_KEY = "x-qm-min-seq"
 SEQ_KEY = "x-qm-seq"
+# A wait this short still returns at once when the position is already there.
+MIN_WAIT_SECONDS = 0.01
 
 
 def requested_min_seq(context: grpc.aio.ServicerContext) -> int:
@@ -50,21 +56,36 @@ class Consistency:
     def target(self, context: grpc.aio.ServicerContext) -> int:
         return max(requested_min_seq(context), self._writer.last_seq)
 
+    def budget(self, context: grpc.aio.ServicerContext) -> tuple[float, bool]:
+        """Seconds a wait may last, and whether the call's deadline is what bounds it."""
+        remaining = context.time_remaining()
+        if remaining is None or remaining >= self._timeout:
+            return self._timeout, False
+        return max(remaining, MIN_WAIT_SECONDS), True
+
     async def projected(self, context: grpc.aio.ServicerContext) -> None:
         """Wait until the read model holds everything this read must see."""
         seq = self.target(context)
         if seq <= 0:
             return
+        seconds, by_deadline = self.budget(context)
         try:
-            await self._projection.wait_for(seq, self._timeout)
+            await self._projection.wait_for(seq, seconds)
         except TimeoutError as err:
-            raise ReadModelBehind(f"the read model did not reach log seq {seq} in time") from err
+            raise _behind("the read model", seq, by_deadline) from err
 
     async def folded(self, context: grpc.aio.ServicerContext) -> State:
         """The follower's state once it holds everything this read must see."""
         seq = self.target(context)
+        seconds, by_deadline = self.budget(context)
         try:
-            await self._follower.wait_for(seq, self._timeout)
+            await self._follower.wait_for(seq, seconds)
         except TimeoutError as err:
-            raise ReadModelBehind(f"the log follower did not reach seq {seq} in time") from err
+            raise _behind("the log follower", seq, by_deadline) from err
         return self._follower.state
+
+
+def _behind(reader: str, seq: int, by_deadline: bool) -> ReadModelBehind | DeadlineReached:
+    if by_deadline:
+        return DeadlineReached(f"the call's deadline passed before {reader} reached log seq {seq}")
+    return ReadModelBehind(f"{reader} did not reach log seq {seq} in time")

@@ -1,16 +1,23 @@
 """One interceptor: every RPC's errors become gRPC statuses, and every RPC is logged.
 
-- `RequestRejected`: its code, details `"<field>: <message>"`, and the field in
-  the trailing metadata `x-qm-field`;
+Each status comes from `qm_admission.errors.wire_status`: a message, the field in
+the trailing metadata `x-qm-field`, and a `google.rpc.Status` with typed details.
+- `RequestRejected`: its code and field;
 - a bad `next_token` or filter from the read model: INVALID_ARGUMENT;
+- a read whose own deadline passed while it waited: DEADLINE_EXCEEDED;
 - transient trouble (log or read model behind or unreachable): UNAVAILABLE;
 - bytes that are no message of the RPC's request type: INVALID_ARGUMENT, before
   authentication (gRPC would answer UNKNOWN from inside its deserializer);
 - anything else: logged with its traceback, INTERNAL to the client.
+
+Server-streaming RPCs come in two styles: async generators (ours) and coroutines
+that `context.write` (grpc's health `Watch`); each is wrapped in its own style,
+since gRPC refuses to mix them.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -19,7 +26,15 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from qm_admission.errors import RequestRejected, TransientAdmissionError
+from qm_admission.errors import (
+    FIELD_KEY,
+    DeadlineReached,
+    RequestRejected,
+    TransientAdmissionError,
+    WireStatus,
+    rejected_status,
+    wire_status,
+)
 from quartermaster.bus.errors import TransientBusError
 from quartermaster.store.errors import (
     InvalidFilterError,
@@ -29,7 +44,7 @@ from quartermaster.store.errors import (
 
 log = logging.getLogger(__name__)
 
-FIELD_KEY = "x-qm-field"
+__all__ = ["FIELD_KEY", "ErrorInterceptor", "Streaming", "Unary", "WrappingInterceptor"]
 _TRANSIENT = (TransientAdmissionError, TransientBusError, TransientStoreError, TimeoutError)
 
 Unary = Callable[[Any, Any], Awaitable[Any]]
@@ -76,8 +91,11 @@ def rewrap(
             response_serializer=handler.response_serializer,
         )
     if handler.unary_stream is not None:
+        behavior = handler.unary_stream
+        # A coroutine that writes through the context is wrapped like a unary call.
+        wrapped = stream(behavior) if inspect.isasyncgenfunction(behavior) else unary(behavior)
         return grpc.unary_stream_rpc_method_handler(
-            stream(handler.unary_stream),
+            wrapped,
             request_deserializer=decode(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )
@@ -131,9 +149,13 @@ class ErrorInterceptor(WrappingInterceptor):
 async def _refuse_undecodable(method: str, request: Any, context: Any) -> None:
     if isinstance(request, Undecodable):
         log.info("rpc rejected method=%s: undecodable request: %s", method, request.error)
-        await context.abort(
-            grpc.StatusCode.INVALID_ARGUMENT,
-            f"the request is not a valid message of {method}: {request.error}",
+        await _send(
+            context,
+            wire_status(
+                "INVALID_ARGUMENT",
+                "",
+                f"the request is not a valid message of {method}: {request.error}",
+            ),
         )
 
 
@@ -165,6 +187,10 @@ def _streaming(method: str, behavior: Streaming) -> Streaming:
     return call
 
 
+async def _send(context: Any, status: WireStatus) -> None:
+    await context.abort(status.code, status.message, trailing_metadata=status.trailing_metadata)
+
+
 async def _abort(method: str, context: Any, err: Exception) -> None:
     if isinstance(err, grpc.aio.AbortError):
         raise err  # the servicer chose its status already
@@ -176,19 +202,16 @@ async def _abort(method: str, context: Any, err: Exception) -> None:
             err.field,
             err.message,
         )
-        await context.abort(
-            grpc.StatusCode[err.code.value], str(err), trailing_metadata=((FIELD_KEY, err.field),)
-        )
+        await _send(context, rejected_status(err))
     if isinstance(err, InvalidNextTokenError):
-        await context.abort(
-            grpc.StatusCode.INVALID_ARGUMENT,
-            f"next_token: {err}",
-            trailing_metadata=((FIELD_KEY, "next_token"),),
-        )
+        await _send(context, wire_status("INVALID_ARGUMENT", "next_token", str(err)))
     if isinstance(err, InvalidFilterError):
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+        await _send(context, wire_status("INVALID_ARGUMENT", "", str(err)))
+    if isinstance(err, DeadlineReached):
+        log.info("rpc deadline method=%s: %s", method, err)
+        await _send(context, wire_status("DEADLINE_EXCEEDED", "", str(err)))
     if isinstance(err, _TRANSIENT):
         log.warning("rpc unavailable method=%s: %s", method, err)
-        await context.abort(grpc.StatusCode.UNAVAILABLE, f"try again: {err}")
+        await _send(context, wire_status("UNAVAILABLE", "", f"try again: {err}"))
     log.exception("rpc failed method=%s", method, exc_info=err)
-    await context.abort(grpc.StatusCode.INTERNAL, "internal error (logged by the server)")
+    await _send(context, wire_status("INTERNAL", "", "internal error (logged by the server)"))

@@ -1,5 +1,6 @@
-"""The gRPC server: the four qm.v1 services, health, reflection, TLS, authentication
-and the error interceptor (outermost, so refusals by authentication are statuses too).
+"""The gRPC server: the four qm.v1 services, health (Check and Watch), reflection v1 and
+v1alpha, keepalive, TLS, authentication and the error interceptor (outermost, so
+refusals by authentication are statuses too).
 
 `create_server` builds and starts it on `settings.grpc_host:grpc_port` (port 0 = a
 free port) and returns it with the bound port; `stop_server` drains it: health
@@ -15,12 +16,13 @@ from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from qm_admission.authn import Authenticator, AuthInterceptor
 from qm_admission.consistency import Consistency
 from qm_admission.interceptors import ErrorInterceptor
+from qm_admission.metered import MeteredInterceptor
 from qm_admission.ports import PositionPort, ReadModelPort
+from qm_admission.reflection import enable_reflection
 from qm_admission.screening import request_screen
 from qm_admission.servicers import (
     Backends,
@@ -36,10 +38,22 @@ from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.api.qm.v1 import quartermaster_pb2_grpc as rpc
 from quartermaster.bus import JetStreamLog
 from quartermaster.eventlog import LogFollower
+from quartermaster.metrics import RpcMetrics
 
 SERVICE_NAMES: tuple[str, ...] = tuple(
     pb.DESCRIPTOR.services_by_name[name].full_name
     for name in ("QuotaManagement", "ServiceJobs", "WarmPools", "Nodes")
+)
+
+# Keepalive: ping an idle connection every 30 s and drop it when 10 s pass unanswered
+# (a client behind a NAT or a dead host is noticed); accept client pings every 10 s
+# or more, with or without calls in flight (the Python client pings every 30 s).
+OPTIONS: tuple[tuple[str, int], ...] = (
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+    ("grpc.http2.max_pings_without_data", 0),
 )
 
 _drainers: weakref.WeakKeyDictionary[grpc.aio.Server, Callable[[], Awaitable[None]]] = (
@@ -53,8 +67,11 @@ async def create_server(
     follower: LogFollower,
     read_model: ReadModelPort,
     projector: PositionPort,
+    metrics: RpcMetrics | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Build, bind and start the server; returns it and the port it listens on.
+
+    With `metrics`, every unary call is timed into them (the outermost interceptor).
 
     Create it before `follower.start()` to let `WatchServiceJobs` resume from any
     recent sequence of the log (the watch hub then sees the whole history).
@@ -72,7 +89,10 @@ async def create_server(
     # The request screen stays last (innermost): it checks each request before its servicer.
     screen = request_screen(settings.page_token_secret)
     auth = AuthInterceptor(_authenticator(settings))
-    server = grpc.aio.server(interceptors=[ErrorInterceptor(), auth, screen])
+    interceptors: list[grpc.aio.ServerInterceptor] = [ErrorInterceptor(), auth, screen]
+    if metrics is not None:
+        interceptors.insert(0, MeteredInterceptor(metrics))
+    server = grpc.aio.server(interceptors=interceptors, options=OPTIONS)
     health_servicer = health.aio.HealthServicer()
     registrations: list[tuple[Callable[[Any, Any], None], object]] = [
         (rpc.add_QuotaManagementServicer_to_server, QuotaManagement(backends)),
@@ -83,9 +103,7 @@ async def create_server(
     ]
     for register, servicer in registrations:
         register(servicer, server)
-    reflection.enable_server_reflection(
-        (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-    )
+    enable_reflection((*SERVICE_NAMES, health.SERVICE_NAME), server)
     address = f"{settings.grpc_host}:{settings.grpc_port}"
     credentials = _server_credentials(settings)
     if credentials is None:
