@@ -52,6 +52,12 @@ STABLE_TAGS = {
     "warm_pool.terminated",
     "warm_pool.keep_alive_updated",
     "clock.ticked",
+    "service_environment.deleted",
+    "scheduling_policy.updated",
+    "scheduling_policy.deleted",
+    "job_queue.deleted",
+    "resource.tagged",
+    "resource.untagged",
 }
 
 

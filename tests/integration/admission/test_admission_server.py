@@ -194,6 +194,12 @@ async def test_a_share_update_and_delete_take_effect(admission: Client) -> None:
         ),
     )
     await c.call(
+        c.quota.UpdateQuotaShare,
+        pb.UpdateQuotaShareRequest(
+            job_queue="q", quota_share_name="QS2", state=pb.QUOTA_SHARE_STATE_DISABLED
+        ),
+    )
+    await c.call(
         c.quota.DeleteQuotaShare, pb.DeleteQuotaShareRequest(job_queue="q", quota_share_name="QS2")
     )
 
@@ -240,7 +246,9 @@ async def test_jobs_list_in_pages_and_by_filter(admission: Client) -> None:
     while True:
         reply = await c.call(
             c.jobs.ListServiceJobs,
-            pb.ListServiceJobsRequest(job_queue="q", max_results=2, next_token=token),
+            pb.ListServiceJobsRequest(
+                job_queue="q", max_results=2, next_token=token, all_statuses=True
+            ),
         )
         pages.append([j.job_id for j in reply.job_summary_list])
         token = reply.next_token
@@ -260,7 +268,7 @@ async def test_jobs_list_in_pages_and_by_filter(admission: Client) -> None:
     )
 
     assert [len(p) for p in pages] == [2, 2, 2]
-    assert [i for p in pages for i in p] == ids  # oldest first: the order of the request
+    assert [i for p in pages for i in p] == ids[::-1]  # newest first, as AWS
     assert len(by_name.job_summary_list) == 5
     assert [j.job_name for j in by_share.job_summary_list] == ["eval"]
 

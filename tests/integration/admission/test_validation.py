@@ -315,7 +315,7 @@ REJECTED = [
     case(share_delete(quota_share_name="x"), NOT_FOUND, "quota_share_name",
          id="share-delete-unknown"),
     case(share_delete(quota_share_name="QS1"), PRECONDITION, "quota_share_name",
-         id="share-delete-unfinished-jobs"),
+         id="share-delete-enabled"),
     # SubmitServiceJob
     case(submit(job_name=""), INVALID, "job_name", id="submit-empty-name"),
     case(submit(job_name="my job"), INVALID, "job_name", id="submit-name-chars"),
@@ -695,19 +695,11 @@ def test_a_list_query_resolves_names_and_parses_filters(state: State) -> None:
             job_queue=arn(Kind.JOB_QUEUE, "q"),
             quota_share_name="QS1",
             job_status=pb.JOB_STATUS_RUNNABLE,
-            filters=[
-                pb.KeyValuesPair(name="JOB_NAME", values=["train-*"]),
-                pb.KeyValuesPair(name="AFTER_CREATED_AT", values=["1000"]),
-            ],
+            filters=[pb.KeyValuesPair(name="JOB_NAME", values=["train-*"])],
         ),
         state,
     )
 
     assert query == queries.JobsQuery(
-        job_queue="q",
-        quota_share="QS1",
-        status="RUNNABLE",
-        job_name="train-*",
-        after_created_at=1000,
-        max_results=100,
+        job_queue="q", quota_share="QS1", status="RUNNABLE", job_name="train-*", max_results=100
     )

@@ -29,6 +29,10 @@ class Permission(StrEnum):
     POOLS_READ = "pools:read"
     QUEUE_SNAPSHOT = "queues:snapshot"
     SHARES_READ = "shares:read"  # a share's definition (members: their own shares)
+    # Tags: of jobs by share scope (members: their own shares' jobs); of configuration
+    # resources, admins write and configuration readers read (checked by the servicer).
+    TAGS_WRITE = "tags:write"
+    TAGS_READ = "tags:read"
 
 
 P = Permission
@@ -46,6 +50,15 @@ NEEDS: dict[str, Permission] = {
     "/qm.v1.QuotaManagement/DeleteQuotaShare": P.CONFIG_WRITE,
     "/qm.v1.QuotaManagement/DescribeQuotaShare": P.SHARES_READ,
     "/qm.v1.QuotaManagement/ListQuotaShares": P.CONFIG_READ,
+    "/qm.v1.QuotaManagement/DeleteServiceEnvironment": P.CONFIG_WRITE,
+    "/qm.v1.QuotaManagement/UpdateSchedulingPolicy": P.CONFIG_WRITE,
+    "/qm.v1.QuotaManagement/DescribeSchedulingPolicies": P.CONFIG_READ,
+    "/qm.v1.QuotaManagement/ListSchedulingPolicies": P.CONFIG_READ,
+    "/qm.v1.QuotaManagement/DeleteSchedulingPolicy": P.CONFIG_WRITE,
+    "/qm.v1.QuotaManagement/DeleteJobQueue": P.CONFIG_WRITE,
+    "/qm.v1.QuotaManagement/TagResource": P.TAGS_WRITE,
+    "/qm.v1.QuotaManagement/UntagResource": P.TAGS_WRITE,
+    "/qm.v1.QuotaManagement/ListTagsForResource": P.TAGS_READ,
     "/qm.v1.ServiceJobs/SubmitServiceJob": P.JOBS_SUBMIT,
     "/qm.v1.ServiceJobs/SubmitServiceJobs": P.JOBS_SUBMIT,
     "/qm.v1.ServiceJobs/UpdateServiceJob": P.JOBS_UPDATE,
@@ -74,6 +87,8 @@ MEMBER_SCOPED = frozenset(
         P.POOLS_UPDATE,
         P.QUEUE_SNAPSHOT,
         P.SHARES_READ,
+        P.TAGS_WRITE,
+        P.TAGS_READ,
     }
 )
 GRANTS: dict[Role, frozenset[Permission]] = {
@@ -109,6 +124,14 @@ def check_method(principal: Principal, method: str) -> None:
 
 def caller() -> Principal:
     return current.get(ANONYMOUS_ADMIN)
+
+
+def require_granted(permission: Permission) -> None:
+    """Role level, inside a servicer: the caller holds `permission` (any scope)."""
+    principal = caller()
+    if not granted(principal, permission):
+        roles = ",".join(sorted(principal.roles)) or "none"
+        raise denied(permission, f"is not granted to {principal.subject} (roles: {roles})")
 
 
 def require_share(permission: Permission, job_queue: str, quota_share: str) -> None:

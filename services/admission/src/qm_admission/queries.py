@@ -28,6 +28,16 @@ _POOL_STATUS = {
 }
 
 
+LIST_JOBS_FILTERS = (
+    "JOB_NAME",
+    "BEFORE_CREATED_AT",
+    "AFTER_CREATED_AT",
+    "QUOTA_SHARE_NAME",
+    "SHARE_IDENTIFIER",
+)
+MAX_LIST_JOBS = 100  # AWS maxResults: 1-100
+
+
 class JobsQuery(msgspec.Struct, frozen=True, kw_only=True):
     """Arguments of `ReadModel.list_jobs`."""
 
@@ -58,34 +68,54 @@ class NodesQuery(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def list_jobs(request: pb.ListServiceJobsRequest, state: State) -> JobsQuery:
+    """AWS ListServiceJobs: one filter at most; no status and no filter lists RUNNING jobs.
+
+    `quota_share_name` (a Quartermaster field) is the QUOTA_SHARE_NAME filter spelled
+    as a field; giving both is refused when they differ.
+    """
     queue = common.queue(state, "job_queue", request.job_queue)
-    share = None
-    if request.quota_share_name:
-        share = common.share(state, queue.name, "quota_share_name", request.quota_share_name).name
     if request.job_status and request.job_status not in pb.JobStatus.values():
         raise invalid("job_status", f"unknown value {request.job_status}")
-    filters: dict[str, str] = {}
-    for i, pair in enumerate(request.filters):
-        if pair.name not in ("JOB_NAME", "BEFORE_CREATED_AT", "AFTER_CREATED_AT"):
-            raise invalid(
-                f"filters[{i}].name",
-                "must be JOB_NAME, BEFORE_CREATED_AT or AFTER_CREATED_AT",
-            )
-        if pair.name in filters:
-            raise invalid(f"filters[{i}].name", f"{pair.name} is given twice")
+    if len(request.filters) > 1:
+        raise invalid("filters", f"takes one filter at a time (as AWS), got {len(request.filters)}")
+    name, value = "", ""
+    if request.filters:
+        pair = request.filters[0]
+        if pair.name not in LIST_JOBS_FILTERS:
+            raise invalid("filters[0].name", f"must be one of {', '.join(LIST_JOBS_FILTERS)}")
         if len(pair.values) != 1 or not pair.values[0]:
-            raise invalid(f"filters[{i}].values", "needs exactly one non-empty value")
-        filters[pair.name] = pair.values[0]
+            raise invalid("filters[0].values", "needs exactly one non-empty value")
+        name, value = pair.name, pair.values[0]
+    share = None
+    if name in ("QUOTA_SHARE_NAME", "SHARE_IDENTIFIER"):
+        share = common.share(state, queue.name, "filters[0].values", value).name
+    if request.quota_share_name:
+        named = common.share(state, queue.name, "quota_share_name", request.quota_share_name).name
+        if share is not None and share != named:
+            raise invalid("quota_share_name", f"is {named!r} but the {name} filter is {share!r}")
+        share = named
+    status = job_status_name(request.job_status)
+    if status is None and not request.all_statuses and not name and share is None:
+        status = "RUNNING"
+    if request.max_results and not 1 <= request.max_results <= MAX_LIST_JOBS:
+        raise invalid("max_results", f"must be 1-{MAX_LIST_JOBS}, got {request.max_results}")
     return JobsQuery(
         job_queue=queue.name,
         quota_share=share,
-        status=job_status_name(request.job_status),
-        job_name=filters.get("JOB_NAME"),
-        before_created_at=_millis(filters, "BEFORE_CREATED_AT", request),
-        after_created_at=_millis(filters, "AFTER_CREATED_AT", request),
-        max_results=page_size(request.max_results),
+        status=status,
+        job_name=job_name_filter(value) if name == "JOB_NAME" else None,
+        before_created_at=_millis(value, name == "BEFORE_CREATED_AT"),
+        after_created_at=_millis(value, name == "AFTER_CREATED_AT"),
+        max_results=request.max_results or MAX_LIST_JOBS,
         next_token=request.next_token or None,
     )
+
+
+def job_name_filter(value: str) -> str:
+    """A JOB_NAME filter value: AWS takes `*` only as the last character (a prefix match)."""
+    if "*" in value[:-1]:
+        raise invalid("filters[0].values", "JOB_NAME takes `*` only at the end (a prefix match)")
+    return value
 
 
 def list_pools(request: pb.ListWarmPoolsRequest, state: State) -> PoolsQuery:
@@ -139,9 +169,7 @@ def names(field: str, refs: Sequence[str], kind: Kind) -> list[str] | None:
     return [reference(f"{field}[{i}]", ref, kind) for i, ref in enumerate(refs)]
 
 
-def _millis(filters: dict[str, str], name: str, request: pb.ListServiceJobsRequest) -> int | None:
-    value = filters.get(name)
-    if value is None:
+def _millis(value: str, given: bool) -> int | None:
+    if not given:
         return None
-    index = [pair.name for pair in request.filters].index(name)
-    return decimal(f"filters[{index}].values", value, f"{name} in epoch milliseconds")
+    return decimal("filters[0].values", value, "a time in epoch milliseconds")

@@ -6,7 +6,9 @@ It runs innermost (last in the server's list: after authentication, and inside
    number the API does not define, in any field of any request;
 2. a request's `next_token` is opened (`PageTokenSeal`): the servicer gets the
    token it handed out, or the call is refused;
-3. a reply's `next_token` is sealed on the way out.
+3. a reply's `next_token` is sealed on the way out;
+4. ARNs AWS takes in place of ids (a job ARN for a job id, `quota_share_arn`) are
+   resolved in place (`references`).
 Fields are found by name through the message descriptors, so a new RPC is covered.
 """
 
@@ -19,6 +21,7 @@ from google.protobuf.message import Message
 
 from qm_admission.interceptors import Streaming, Unary, WrappingInterceptor
 from qm_admission.paging import PageTokenSeal
+from qm_admission.references import resolve
 from qm_admission.validation.hostile import check_request
 
 TOKEN_FIELD = "next_token"
@@ -31,6 +34,7 @@ class RequestScreen(WrappingInterceptor):
     def screen(self, method: str, request: Message) -> None:
         """Check `request` and open its page token in place."""
         check_request(request)
+        resolve(request)
         if _has_token(request):
             setattr(request, TOKEN_FIELD, self._seal.open(method, getattr(request, TOKEN_FIELD)))
 

@@ -41,6 +41,12 @@ _REQUESTS = (
     "warm_pool.keep_alive_updated",
     "host.drained",
     "host.undrained",
+    "service_environment.deleted",
+    "scheduling_policy.updated",
+    "scheduling_policy.deleted",
+    "job_queue.deleted",
+    "resource.tagged",
+    "resource.untagged",
 )
 _DECISIONS = (
     "job.dispatched",

@@ -14,7 +14,7 @@ class _EnvironmentConfig(Request, frozen=True):
 
 
 class ServiceEnvironmentCreated(_EnvironmentConfig, frozen=True, tag="service_environment.created"):
-    pass
+    tags: dict[str, str] = {}
 
 
 class ServiceEnvironmentUpdated(_EnvironmentConfig, frozen=True, tag="service_environment.updated"):
@@ -24,6 +24,7 @@ class ServiceEnvironmentUpdated(_EnvironmentConfig, frozen=True, tag="service_en
 class SchedulingPolicyCreated(Request, frozen=True, tag="scheduling_policy.created"):
     name: str
     idle_resource_assignment_strategy: str = "FIFO"
+    tags: dict[str, str] = {}
 
 
 class JobQueueCreated(Request, frozen=True, tag="job_queue.created"):
@@ -31,12 +32,15 @@ class JobQueueCreated(Request, frozen=True, tag="job_queue.created"):
     service_environment: str
     scheduling_policy: str
     state: State = State.ENABLED
+    tags: dict[str, str] = {}
+    priority: int = 1
 
 
 class JobQueueUpdated(Request, frozen=True, tag="job_queue.updated"):
     name: str
     state: State
     scheduling_policy: str
+    priority: int | None = None  # None: unchanged (logs written before it was carried)
 
 
 class _QuotaShareConfig(Request, frozen=True):
@@ -52,7 +56,7 @@ class _QuotaShareConfig(Request, frozen=True):
 
 
 class QuotaShareCreated(_QuotaShareConfig, frozen=True, tag="quota_share.created"):
-    pass
+    tags: dict[str, str] = {}
 
 
 class QuotaShareUpdated(_QuotaShareConfig, frozen=True, tag="quota_share.updated"):

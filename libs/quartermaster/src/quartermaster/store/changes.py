@@ -91,6 +91,27 @@ class Changes:
             self.shares.add((event.job_queue, event.name))
             self.capacity_queues.add(event.job_queue)  # siblings' oversubscription moves
             self._config(("share", event.job_queue, event.name), event, ev.QuotaShareCreated)
+        elif isinstance(event, ev.ServiceEnvironmentDeleted):
+            self.environments.add(event.name)
+        elif isinstance(event, ev.SchedulingPolicyUpdated | ev.SchedulingPolicyDeleted):
+            self.policies.add(event.name)
+        elif isinstance(event, ev.JobQueueDeleted):
+            self.queues.add(event.name)
+        elif isinstance(event, ev.ResourceTagged | ev.ResourceUntagged):
+            self._tagged(event)
+
+    def _tagged(self, event: ev.ResourceTagged | ev.ResourceUntagged) -> None:
+        kind = event.kind
+        if kind is ev.ResourceKind.SERVICE_ENVIRONMENT:
+            self.environments.add(event.name)
+        elif kind is ev.ResourceKind.SCHEDULING_POLICY:
+            self.policies.add(event.name)
+        elif kind is ev.ResourceKind.JOB_QUEUE:
+            self.queues.add(event.name)
+        elif kind is ev.ResourceKind.QUOTA_SHARE:
+            self.shares.add((event.job_queue, event.name))
+        else:
+            self.jobs.add(event.name)
 
     def _config(self, key: tuple[str, ...], event: ev.Event, created: type[ev.Event]) -> None:
         self.first_at.setdefault(key, event.at)

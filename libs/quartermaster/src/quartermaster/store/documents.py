@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from quartermaster.core.model import (
+    TERMINAL_STATUSES,
     Attempt,
     Environment,
     Host,
@@ -43,7 +44,12 @@ SUMMARY_FIELDS = (
     "started_at",
     "stopped_at",
     "capacity_usage",
+    "latest_attempt",
+    "scheduled_at",
 )
+
+# AWS `status` of a configuration resource: its change is folded when it is read.
+VALID = "RESOURCE_STATUS_VALID"
 
 _POOL_STATUS = {
     WarmPoolStatus.AVAILABLE: "WARM_POOL_STATUS_AVAILABLE",
@@ -95,7 +101,9 @@ def _started_at(job: Job) -> float | None:
 
 
 def _capacity_usage(job: Job) -> list[Doc]:
-    if not job.hosts:
+    """What the job holds now; once it ended, what its last attempt held (as AWS keeps it)."""
+    ended_after_running = job.status in TERMINAL_STATUSES and job.attempts
+    if not job.hosts and not ended_after_running:
         return []
     return [{"capacity_unit": job.unit, "quantity": job.count}]
 
@@ -150,6 +158,7 @@ def job_doc(state: State, job: Job) -> Doc:
             "recent_preempted_attempts": [attempt_doc(a) for a in job.recent_preemptions],
         },
         "capacity_usage": _capacity_usage(job),
+        "scheduled_at": epoch_ms(job.attempts[-1].dispatched_at) if job.attempts else 0,
         "retry_strategy": _retry_strategy(job),
         "preemption_configuration": preemption,
         # The core keeps min(attemptDurationSeconds, MaxRuntimeInSeconds): the limit in force.
@@ -157,6 +166,8 @@ def job_doc(state: State, job: Job) -> Doc:
         "tags": dict(job.tags),
         "service_request_payload": job.payload,
     }
+    if job.attempts:
+        doc["latest_attempt"] = attempt_doc(job.attempts[-1])
     pool = state.pools.get(job.job_id)
     if pool is not None:
         doc["warm_pool_status"] = warm_pool_status_doc(pool)
@@ -165,7 +176,7 @@ def job_doc(state: State, job: Job) -> Doc:
 
 def job_summary(detail: Doc) -> Doc:
     """`ServiceJobSummary` of a `ServiceJobDetail` document."""
-    return {key: detail[key] for key in SUMMARY_FIELDS}
+    return {key: detail[key] for key in SUMMARY_FIELDS if key in detail}
 
 
 # ---- why a job waits (derived on read, never stored) ------------------------------
@@ -270,6 +281,9 @@ def share_doc(share: Share, created_at: float | None = None) -> Doc:
         },
         "state": f"QUOTA_SHARE_STATE_{share.state.value}",
         "created_at": epoch_ms(created_at),
+        "tags": dict(share.tags),
+        "status": VALID,
+        "status_reason": "",
     }
 
 
@@ -336,6 +350,10 @@ def environment_doc(state: State, environment: Environment, created_at: float | 
         "capacity_limits": _limits(environment.max_capacity),
         "capacity": capacity,
         "created_at": epoch_ms(created_at),
+        "tags": dict(environment.tags),
+        "status": VALID,
+        "status_reason": "",
+        "service_environment_type": "SAGEMAKER_TRAINING",
     }
 
 
@@ -348,12 +366,20 @@ def queue_doc(queue: Queue, created_at: float | None = None) -> Doc:
         "scheduling_policy_arn": arns.scheduling_policy(queue.policy),
         "service_environment_order": [{"order": 1, "service_environment": queue.environment}],
         "created_at": epoch_ms(created_at),
+        "tags": dict(queue.tags),
+        "status": VALID,
+        "status_reason": "",
+        "job_queue_type": "SAGEMAKER_TRAINING",
+        "priority": queue.priority,
     }
 
 
-def policy_doc(name: str, strategy: str, created_at: float | None = None) -> Doc:
-    """A scheduling policy: its name, ARN and `QuotaSharePolicy` (no Describe RPC yet)."""
+def policy_doc(
+    name: str, strategy: str, created_at: float | None = None, tags: dict[str, str] | None = None
+) -> Doc:
+    """`SchedulingPolicyDetail` (the store fills `created_at` from the row)."""
     return {
+        "tags": dict(tags or {}),
         "name": name,
         "arn": arns.scheduling_policy(name),
         "quota_share_policy": {

@@ -89,6 +89,12 @@ def _storable(text: str) -> bool:
     return "\x00" not in text
 
 
+def like_prefix(prefix: str) -> str:
+    """A LIKE pattern matching every text that starts with `prefix` (taken literally)."""
+    escaped = "".join("\\" + ch if ch in "%_\\" else ch for ch in prefix)
+    return escaped + "%"
+
+
 def like(glob: str) -> str:
     out = []
     for ch in glob:

@@ -121,6 +121,9 @@ class _Sql:
             f"capacity_usage = EXCLUDED.capacity_usage, doc = {stamped(share_kept, '$8')}"
         )
         self.share_deletes = f"DELETE FROM {s}.shares WHERE job_queue = $1 AND name = $2"
+        self.environment_deletes = f"DELETE FROM {s}.environments WHERE name = $1"
+        self.policy_deletes = f"DELETE FROM {s}.policies WHERE name = $1"
+        self.queue_deletes = f"DELETE FROM {s}.queues WHERE name = $1"
         self.audit = (
             f"INSERT INTO {s}.audit (seq, idx, subject, type, at, body, principal) "
             "VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7) ON CONFLICT DO NOTHING"
@@ -230,6 +233,9 @@ class Projector:
                         (sql.queues, writes.queues),
                         (sql.shares, writes.shares),
                         (sql.share_deletes, writes.share_deletes),
+                        (sql.environment_deletes, writes.environment_deletes),
+                        (sql.policy_deletes, writes.policy_deletes),
+                        (sql.queue_deletes, writes.queue_deletes),
                         (sql.audit, writes.audit),
                     ):
                         if args:

@@ -7,7 +7,7 @@ one read-only repeatable-read transaction: one consistent position of the log.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -59,11 +59,12 @@ class ReadModel:
         next_token: str | None = None,
         quota_shares: Sequence[str] | None = None,
     ) -> Page:
-        """`ServiceJobSummary` documents, oldest first (created_at, job_id).
+        """`ServiceJobSummary` documents, newest first (created_at, job_id descending), as AWS.
 
         `quota_shares` limits the list to those shares (what a member may see).
 
-        `job_name` is a glob (`*`, `?`); `before_created_at` / `after_created_at` are
+        `job_name` matches as AWS: case-insensitive, and a trailing `*` matches any name
+        starting with what precedes it. `before_created_at` / `after_created_at` are
         epoch milliseconds, compared with the job's reported `created_at` (exclusive).
         """
         where = listing.Where(["job_queue = $1"], [arns.name_of(job_queue)])
@@ -75,10 +76,11 @@ class ReadModel:
         if job_status is not None:
             where.add("status = {}", job_status)
         if job_name:
-            if "*" in job_name or "?" in job_name:
-                where.add("job_name LIKE {} ESCAPE '\\'", listing.like(job_name))
+            if job_name.endswith("*"):
+                prefix = listing.like_prefix(job_name[:-1].lower())
+                where.add("lower(job_name) LIKE {} ESCAPE '\\'", prefix)
             else:
-                where.add("job_name = {}", job_name)
+                where.add("lower(job_name) = {}", job_name.lower())
         # created_at is stored in seconds and reported rounded to ms.
         if before_created_at is not None:
             where.add("created_at < {}", (before_created_at - 0.5) / 1000)
@@ -86,11 +88,11 @@ class ReadModel:
             where.add("created_at >= {}", (after_created_at + 0.5) / 1000)
         if next_token:
             created_at, job_id = listing.read_token(next_token, "jobs", float, str)
-            where.add("(created_at, job_id) > ({}, {})", created_at, job_id)
+            where.add("(created_at, job_id) < ({}, {})", created_at, job_id)
         limit = listing.limit(max_results)
         rows = await self._rows(
             f"SELECT summary, created_at, job_id FROM {self.schema}.jobs WHERE {where} "
-            f"ORDER BY created_at, job_id LIMIT {limit + 1}",
+            f"ORDER BY created_at DESC, job_id DESC LIMIT {limit + 1}",
             *where.args,
         )
         token = None
@@ -164,6 +166,18 @@ class ReadModel:
         """`JobQueueDetail` documents, of the named queues (names or ARNs) or all."""
         return await self._named("queues", names)
 
+    async def describe_policies(self, names: Sequence[str] | None = None) -> list[Doc]:
+        """`SchedulingPolicyDetail` documents, of the named policies (names or ARNs) or all."""
+        return await self._named("policies", names)
+
+    async def list_policies(
+        self, max_results: int | None = listing.DEFAULT_MAX_RESULTS, next_token: str | None = None
+    ) -> Page:
+        """`SchedulingPolicyDetail` documents by name."""
+        return await self._page(
+            "policies", "name", listing.Where(["true"], []), max_results, next_token
+        )
+
     async def describe_environments(self, names: Sequence[str] | None = None) -> list[Doc]:
         """`ServiceEnvironmentDetail` documents, of the named environments or all."""
         return await self._named("environments", names)
@@ -187,7 +201,9 @@ class ReadModel:
                     return None
                 front = await conn.fetch(
                     "SELECT job_id, job_name, quota_share, scheduling_priority, created_at, "
-                    f"status_reason FROM {s}.jobs WHERE job_queue = $1 AND status = 'RUNNABLE' "
+                    "status_reason, GREATEST(round(created_at * 1000)::bigint, "
+                    "COALESCE((doc->'latest_attempt'->>'stopped_at')::bigint, 0)) AS at_position "
+                    f"FROM {s}.jobs WHERE job_queue = $1 AND status = 'RUNNABLE' "
                     f"ORDER BY {order} LIMIT {limit}",
                     queue,
                 )
@@ -220,6 +236,7 @@ class ReadModel:
                     "scheduling_priority": r["scheduling_priority"],
                     "created_at": epoch_ms(r["created_at"]),
                     "status_reason": r["status_reason"],
+                    "earliest_time_at_position": r["at_position"],
                 }
                 for r in front
             ],
@@ -232,6 +249,7 @@ class ReadModel:
                 for r in shares
             ],
             "last_updated_at": epoch_ms(at or 0.0),
+            "total_capacity_usage": _total_usage(_doc(r["capacity_usage"]) for r in shares),
         }
 
     # ---- client tokens -------------------------------------------------------------
@@ -314,6 +332,16 @@ class ReadModel:
     async def _value(self, query: str, *args: Any) -> Any:
         row = await self._row(query, *args)
         return row[0] if row is not None else None
+
+
+def _total_usage(usages: Iterable[list[Doc]]) -> list[Doc]:
+    """`CapacityUsage` per unit summed over the queue's shares (`ShareCapacityUsage` lists)."""
+    total: dict[str, int] = {}
+    for usage in usages:
+        for entry in usage:
+            unit = entry["capacity_unit"]
+            total[unit] = total.get(unit, 0) + int(entry.get("quantity", 0))
+    return [{"capacity_unit": u, "quantity": n} for u, n in sorted(total.items())]
 
 
 def _doc(value: Any) -> Any:

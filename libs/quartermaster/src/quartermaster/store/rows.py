@@ -43,6 +43,9 @@ class Writes:
     queues: list[Row] = field(default_factory=list)
     shares: list[Row] = field(default_factory=list)
     share_deletes: list[Row] = field(default_factory=list)
+    environment_deletes: list[Row] = field(default_factory=list)
+    policy_deletes: list[Row] = field(default_factory=list)
+    queue_deletes: list[Row] = field(default_factory=list)
     audit: list[Row] = field(default_factory=list)
     remember: dict[ConfigKey, str] = field(default_factory=dict)
     forget: list[ConfigKey] = field(default_factory=list)
@@ -141,6 +144,9 @@ def _config(state: State, changes: Changes, out: Writes, written: Mapping[Config
     for name in sorted(changes.environments | changes.capacity_environments):
         environment = state.environments.get(name)
         if environment is None:
+            if name in changes.environments:  # deleted
+                out.environment_deletes.append((name,))
+                out.forget.append(("environment", name))
             continue
         key: ConfigKey = ("environment", name)
         doc = docs.environment_doc(state, environment)
@@ -150,18 +156,25 @@ def _config(state: State, changes: Changes, out: Writes, written: Mapping[Config
             capacity_queues.update(queues_by_env[name])  # oversubscription may have moved
 
     for name in sorted(changes.policies):
+        key = ("policy", name)
         if name in state.policies:
-            key = ("policy", name)
-            encoded = _json(docs.policy_doc(name, state.policies[name]))
+            policy = docs.policy_doc(name, state.policies[name], tags=state.policy_tags.get(name))
+            encoded = _json(policy)
             changed(key, encoded, True)
             out.policies.append((name, *stamp(key), out.seq, encoded))
+        else:
+            out.policy_deletes.append((name,))
+            out.forget.append(key)
 
     for name in sorted(changes.queues):
+        key = ("queue", name)
         if name in state.queues:
-            key = ("queue", name)
             encoded = _json(docs.queue_doc(state.queues[name]))
             changed(key, encoded, True)
             out.queues.append((name, *stamp(key), out.seq, encoded))
+        else:
+            out.queue_deletes.append((name,))
+            out.forget.append(key)
 
     share_keys = set(changes.shares)
     share_keys.update(key for key in state.shares if key[0] in capacity_queues)

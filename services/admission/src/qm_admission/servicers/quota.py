@@ -11,6 +11,7 @@ from qm_admission.names import Kind, arn, reference, share_arn
 from qm_admission.paging import page, page_size
 from qm_admission.servicers.base import Backends, write
 from qm_admission.servicers.explain import HIDDEN
+from qm_admission.servicers.resources import ResourceRequests
 from qm_admission.translate import parse
 from qm_admission.validation import common
 from qm_admission.waiting import WaitReasons
@@ -20,7 +21,7 @@ from quartermaster.api.qm.v1 import quartermaster_pb2_grpc as rpc
 DEFAULT_FRONT = 100
 
 
-class QuotaManagement(rpc.QuotaManagementServicer):
+class QuotaManagement(ResourceRequests, rpc.QuotaManagementServicer):
     def __init__(self, backends: Backends) -> None:
         self._b = backends
         self._waiting = WaitReasons()

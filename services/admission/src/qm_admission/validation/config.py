@@ -6,11 +6,10 @@ from collections.abc import Sequence
 
 from qm_admission.errors import already_exists, failed_precondition, invalid
 from qm_admission.names import check_name
-from qm_admission.validation import common
+from qm_admission.validation import common, resources
 from quartermaster import events as ev
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.core import State
-from quartermaster.core.model import TERMINAL_STATUSES, WarmPoolStatus
 
 MAX_SHARES_PER_QUEUE = 20
 _STRATEGIES: dict[int, ev.SharingStrategy] = {
@@ -29,9 +28,15 @@ def create_service_environment(
     name = check_name("service_environment_name", request.service_environment_name)
     limits = common.capacity_limits("capacity_limits", request.capacity_limits)
     toggle = common.toggle("state", request.state, ev.State.ENABLED)
+    resources.resource_type("service_environment_type", request.service_environment_type)
+    tags = resources.check_tags("tags", request.tags)
     if name in state.environments:
         raise already_exists("service_environment_name", f"service environment {name!r} exists")
-    return [ev.ServiceEnvironmentCreated(at=at, name=name, capacity_limits=limits, state=toggle)]
+    return [
+        ev.ServiceEnvironmentCreated(
+            at=at, name=name, capacity_limits=limits, state=toggle, tags=tags
+        )
+    ]
 
 
 def update_service_environment(
@@ -63,9 +68,14 @@ def create_scheduling_policy(
         raise invalid(
             "quota_share_policy.idle_resource_assignment_strategy", "only FIFO is supported"
         )
+    tags = resources.check_tags("tags", request.tags)
     if name in state.policies:
         raise already_exists("name", f"scheduling policy {name!r} exists")
-    return [ev.SchedulingPolicyCreated(at=at, name=name, idle_resource_assignment_strategy="FIFO")]
+    return [
+        ev.SchedulingPolicyCreated(
+            at=at, name=name, idle_resource_assignment_strategy="FIFO", tags=tags
+        )
+    ]
 
 
 # ---- job queues ----------------------------------------------------------------
@@ -84,6 +94,11 @@ def create_job_queue(
         raise invalid("service_environment_order[0].order", "must be >= 0")
     field = "service_environment_order[0].service_environment"
     env = common.environment(state, field, orders[0].service_environment)
+    resources.resource_type("job_queue_type", request.job_queue_type)
+    priority = resources.DEFAULT_PRIORITY
+    if request.HasField("priority"):
+        priority = resources.queue_priority("priority", request.priority)
+    tags = resources.check_tags("tags", request.tags)
     if name in state.queues:
         raise already_exists("job_queue_name", f"job queue {name!r} exists")
     for other in state.queues.values():
@@ -93,7 +108,13 @@ def create_job_queue(
             )
     return [
         ev.JobQueueCreated(
-            at=at, name=name, service_environment=env.name, scheduling_policy=policy, state=toggle
+            at=at,
+            name=name,
+            service_environment=env.name,
+            scheduling_policy=policy,
+            state=toggle,
+            tags=tags,
+            priority=priority,
         )
     ]
 
@@ -106,7 +127,14 @@ def update_job_queue(
     policy = queue.policy
     if request.scheduling_policy_arn:
         policy = common.policy(state, "scheduling_policy_arn", request.scheduling_policy_arn)
-    return [ev.JobQueueUpdated(at=at, name=queue.name, state=toggle, scheduling_policy=policy)]
+    priority = queue.priority
+    if request.HasField("priority"):
+        priority = resources.queue_priority("priority", request.priority)
+    return [
+        ev.JobQueueUpdated(
+            at=at, name=queue.name, state=toggle, scheduling_policy=policy, priority=priority
+        )
+    ]
 
 
 # ---- quota shares --------------------------------------------------------------
@@ -129,6 +157,7 @@ def create_quota_share(
         ev.State.DISABLED,
     )
     toggle = common.toggle("state", request.state, ev.State.ENABLED)
+    tags = resources.check_tags("tags", request.tags)
     if (queue.name, name) in state.shares:
         raise already_exists(
             "quota_share_name", f"quota share {name!r} exists in job queue {queue.name!r}"
@@ -147,6 +176,7 @@ def create_quota_share(
             borrow_limit=borrow_limit,
             in_share_preemption=preemption,
             state=toggle,
+            tags=tags,
         )
     ]
 
@@ -187,31 +217,6 @@ def update_quota_share(
             state=toggle,
         )
     ]
-
-
-def delete_quota_share(
-    request: pb.DeleteQuotaShareRequest, state: State, *, at: float
-) -> list[ev.Event]:
-    queue = common.queue(state, "job_queue", request.job_queue)
-    share = common.share(state, queue.name, "quota_share_name", request.quota_share_name)
-    for job in state.jobs.values():
-        unfinished = job.status not in TERMINAL_STATUSES or job.hosts
-        if job.queue == queue.name and job.share == share.name and unfinished:
-            raise failed_precondition(
-                "quota_share_name",
-                f"quota share {share.name!r} has unfinished jobs (e.g. {job.job_id})",
-            )
-    for pool in state.pools.values():
-        if (pool.queue, pool.share) == (queue.name, share.name) and pool.status in (
-            WarmPoolStatus.AVAILABLE,
-            WarmPoolStatus.IN_USE,
-        ):
-            raise failed_precondition(
-                "quota_share_name",
-                f"quota share {share.name!r} holds warm pool {pool.job_id}; "
-                "set its keep-alive to 0 first",
-            )
-    return [ev.QuotaShareDeleted(at=at, job_queue=queue.name, name=share.name)]
 
 
 # ---- helpers -------------------------------------------------------------------
