@@ -223,6 +223,11 @@ class Quartermaster:
         ).job
 
     def list_jobs(self, job_queue: str, status: str | None = None, **filters: str) -> list[Any]:
+        """Every page of ListServiceJobs, newest first; no status = every status.
+
+        (AWS lists RUNNING jobs when no status and no filter is given; this client asks
+        for every status then, with `all_statuses`.)
+        """
         out: list[Any] = []
         token = ""
         while True:
@@ -232,6 +237,7 @@ class Quartermaster:
                 filters=[pb.KeyValuesPair(name=k, values=[v]) for k, v in filters.items()],
                 max_results=100,
                 next_token=token,
+                all_statuses=not status,
             )
             response = self.call(self.jobs.ListServiceJobs, request)
             out.extend(response.job_summary_list)
