@@ -34,6 +34,7 @@ HEADERS = (
     "WAITING",
     "TOP WAIT REASON",
 )
+NUMBERS = frozenset(HEADERS[3:9])
 
 
 class ShareRow(msgspec.Struct, frozen=True):
@@ -178,7 +179,7 @@ def table(rows: Sequence[ShareRow], title: str) -> Any:
 
     out = Table(title=title, title_justify="left", header_style="bold")
     for header in HEADERS:
-        out.add_column(header, justify="left" if header.isalpha() else "right")
+        out.add_column(header, justify="right" if header in NUMBERS else "left")
     for r in rows:
         over = "bold yellow" if r.borrowed else ""
         out.add_row(
@@ -207,6 +208,8 @@ def top_command(a: argparse.Namespace) -> int:
 
     secure = {"credentials_dir": a.credentials, "insecure": a.insecure or None}
     console = Console()
+    if not console.is_terminal:  # piped or captured: whole rows, not 80 columns
+        console = Console(width=200)
 
     def title() -> str:
         return f"qm top  {a.address}  {time.strftime('%H:%M:%S')}"
