@@ -12,6 +12,7 @@ import time
 
 from quartermaster import events as ev
 from quartermaster.core import State, decide, fold
+from quartermaster.core.incremental import PassMemo
 from quartermaster.core.model import JobStatus
 
 UNIT = "ml.g5.xlarge"
@@ -175,10 +176,142 @@ def bench_drain(n: int) -> None:
     )
 
 
+def build_platform(queues: int, shares: int, hosts: int, jobs: int) -> State:
+    """`queues` queues of `shares` shares on one environment of `hosts` hosts, every host
+    busy after the first pass and the rest of `jobs` RUNNABLE (folded as they are made:
+    no log is kept)."""
+    state = State()
+    own = max(1, hosts // (queues * shares))
+    fold(
+        state,
+        ev.ServiceEnvironmentCreated(
+            at=0, name="env", capacity_limits=(ev.CapacityLimit(UNIT, hosts),)
+        ),
+    )
+    fold(state, ev.SchedulingPolicyCreated(at=0, name="fifo"))
+    for q in range(queues):
+        fold(
+            state,
+            ev.JobQueueCreated(
+                at=0, name=f"q{q:03d}", service_environment="env", scheduling_policy="fifo"
+            ),
+        )
+        for s in range(shares):
+            fold(
+                state,
+                ev.QuotaShareCreated(
+                    at=0,
+                    job_queue=f"q{q:03d}",
+                    name=f"s{s:02d}",
+                    capacity_limits=(ev.CapacityLimit(UNIT, own),),
+                    strategy=ev.SharingStrategy(STRATEGIES[s % 4]),
+                    borrow_limit=100,
+                    in_share_preemption=ev.State.ENABLED,
+                ),
+            )
+    for i in range(hosts):
+        fold(state, ev.HostRegistered(at=0, host_id=f"h{i:05d}", instance_type=UNIT))
+    for j in range(jobs):
+        fold(
+            state,
+            ev.JobSubmitted(
+                at=1 + j * 1e-6,
+                job_id=f"j{j:07d}",
+                job_name="bench",
+                job_queue=f"q{j % queues:03d}",
+                quota_share=f"s{(j // queues * 7) % shares:02d}",
+                instance_type=UNIT,
+                scheduling_priority=(j * 31) % 10,
+            ),
+        )
+    while decisions := decide(state):
+        apply(state, decisions)
+    gc.collect()
+    gc.freeze()
+    return state
+
+
+def summary(values: list[float]) -> str:
+    ms = [v * 1e3 for v in values]
+    return (
+        f"min {min(ms):6.2f} median {statistics.median(ms):6.2f} "
+        f"p99 {pct(ms, 0.99):6.2f} max {max(ms):6.2f} ms"
+    )
+
+
+def bench_incremental(queues: int, shares: int, hosts: int, jobs: int, rounds: int) -> None:
+    """A pass over everything against one that re-decides only what changed, in one run:
+    a submit to one queue (nothing else changed), and a job of one queue finishing (a
+    host comes free: every queue may take it)."""
+    t = time.perf_counter()
+    state = build_platform(queues, shares, hosts, jobs)
+    runnable = sum(len(v) for v in state.runnable.values())
+    busy = sum(1 for h in state.hosts.values() if h.holder is not None)
+    print(
+        f"platform: {queues} queues x {shares} shares, {busy:,}/{hosts:,} hosts busy, "
+        f"{runnable:,} RUNNABLE (built in {time.perf_counter() - t:.0f} s)"
+    )
+    memo = PassMemo()
+    assert decide(state, memo=memo) == []  # warm the memo: every unit pass once
+    full: list[float] = []
+    submit: list[float] = []
+    finished: list[float] = []
+    at = 100.0
+    running = iter([j for j in state.jobs.values() if j.hosts])
+    for r in range(rounds):
+        at += 1
+        t = time.perf_counter()
+        assert decide(state) == []
+        full.append(time.perf_counter() - t)
+        queue = f"q{(r * 37) % queues:03d}"
+        fold(
+            state,
+            ev.JobSubmitted(
+                at=at,
+                job_id=f"x{r:06d}",
+                job_name="bench",
+                job_queue=queue,
+                quota_share="s00",
+                instance_type=UNIT,
+            ),
+        )
+        t = time.perf_counter()
+        decisions = decide(state, memo=memo)
+        submit.append(time.perf_counter() - t)
+        assert decisions == decide(state), "incremental pass differs from the full pass"
+        apply(state, decisions)
+        job = next(running)
+        fold(
+            state,
+            ev.JobSucceeded(at=at, job_id=job.job_id, attempt=job.attempt_no, host=job.hosts[0]),
+        )
+        while True:  # settle the completion (housekeeping), then time the pass that places
+            t = time.perf_counter()
+            decisions = decide(state, memo=memo)
+            elapsed = time.perf_counter() - t
+            assert decisions == decide(state), "incremental pass differs from the full pass"
+            apply(state, decisions)
+            if not decisions or any(isinstance(d, ev.JobDispatched) for d in decisions):
+                finished.append(elapsed)
+                break
+    print(f"  full pass, nothing changed:      {summary(full)}")
+    print(f"  incremental, one queue's submit: {summary(submit)}")
+    print(f"  incremental, one job finished:   {summary(finished)}")
+    print(f"  unit passes run {memo.run:,}, skipped {memo.skipped:,}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", choices=["fold", "pass", "incremental", "drain"])
     args = parser.parse_args()
+    if args.only == "incremental" or args.only is None:
+        if args.quick:
+            bench_incremental(100, 20, 2_000, 100_000, rounds=50)
+        else:
+            bench_incremental(100, 20, 10_000, 1_000_000, rounds=200)
+        if args.only:
+            return
     sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
     bench_fold(sizes[-1])
     for n in sizes:

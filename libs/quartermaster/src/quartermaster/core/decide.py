@@ -14,6 +14,7 @@ from quartermaster.core.allocation import UnitPass
 from quartermaster.core.fold import fold
 from quartermaster.core.hosts_picker import HostPicker
 from quartermaster.core.housekeeping import settle_decisions
+from quartermaster.core.incremental import PassMemo
 from quartermaster.core.state import State
 from quartermaster.events import State as Toggle
 
@@ -33,28 +34,39 @@ def decide(
     policy: PassPolicy = DEFAULT_POLICY,
     queues: frozenset[str] | None = None,
     hosts: bool = True,
+    memo: PassMemo | None = None,
 ) -> list[ev.Event]:
     """The decisions for this instant of the log. Pure: the state is not changed.
 
     `queues` limits the pass to the job queues a scheduler instance leads
-    (None: all); `hosts` says whether it also judges host liveness.
+    (None: all); `hosts` says whether it also judges host liveness. With a `memo`
+    (kept by the caller from pass to pass) the unit passes whose inputs did not
+    change since they last decided nothing are skipped: the same decisions, sooner.
     """
     settled = settle_decisions(state, policy.heartbeat_timeout_seconds, queues, hosts)
     if settled:
         return settled
     out: list[ev.Event] = []
-    allocate(state, out, queues)
+    allocate(state, out, queues, memo=memo)
     return out
 
 
 def allocate(
-    state: State, out: list[ev.Event], queues: frozenset[str] | None = None, explain: bool = False
+    state: State,
+    out: list[ev.Event],
+    queues: frozenset[str] | None = None,
+    explain: bool = False,
+    memo: PassMemo | None = None,
 ) -> list[UnitPass]:
     """The allocation step: each (queue, unit) of an enabled environment, in name order,
     sharing one host picker (queues may share hosts). With `explain` each unit pass
-    also records why its blocked heads wait."""
+    also records why its blocked heads wait (and none is skipped)."""
     passes = []
     picker = HostPicker(state)
+    if explain:
+        memo = None
+    if memo is not None:
+        memo.bind(state)
     for queue_name in sorted(state.queues):
         if queues is not None and queue_name not in queues:
             continue
@@ -63,9 +75,18 @@ def allocate(
         if env is None or env.state is Toggle.DISABLED:
             continue
         for unit in sorted(env.max_capacity):
-            unit_pass = UnitPass(state, queue_name, unit, picker, out, {} if explain else None)
-            unit_pass.run()
-            passes.append(unit_pass)
+            if memo is None:
+                unit_pass = UnitPass(state, queue_name, unit, picker, out, {} if explain else None)
+                unit_pass.run()
+                passes.append(unit_pass)
+                continue
+            key = (queue_name, unit)
+            inputs = memo.inputs(state, picker, queue_name, queue.environment, unit)
+            if memo.quiet(key, inputs):
+                continue
+            before = len(out)
+            UnitPass(state, queue_name, unit, picker, out).run()
+            memo.record(key, inputs, decided=len(out) > before)
     return passes
 
 

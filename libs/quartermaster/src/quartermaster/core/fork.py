@@ -104,6 +104,7 @@ _HOW: dict[str, Callable[[Any], Any]] = {
     "seq": lambda v: v,
     "environments": dict,
     "policies": dict,
+    "policy_tags": dict,  # the fold replaces a policy's tags, never changes them in place
     "queues": lambda v: {k: copy.copy(q) for k, q in v.items()},
     "shares": dict,  # the fold replaces a share, never changes one in place
     "jobs": lambda v: _CopyOnTouch(v, _job, None),
@@ -121,6 +122,10 @@ _HOW: dict[str, Callable[[Any], Any]] = {
     "pool_expiries": SortedList,
     "awaiting_outcome": set,
     "retained": set,
+    "queue_shares": lambda v: defaultdict(dict, {q: dict(s) for q, s in v.items()}),
+    "queue_version": lambda v: defaultdict(int, v),
+    "config_version": lambda v: v,
+    "pools_version": lambda v: defaultdict(int, v),
 }
 
 

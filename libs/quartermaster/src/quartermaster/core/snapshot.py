@@ -37,6 +37,7 @@ class Snapshot(msgspec.Struct, frozen=True):
     jobs: list[Job]
     hosts: list[Host]
     pools: list[WarmPool]
+    policy_tags: dict[str, dict[str, str]] = {}
 
 
 _decoder = msgspec.msgpack.Decoder(Snapshot)
@@ -56,6 +57,7 @@ def take(state: State, seq: int) -> bytes:
             list(state.jobs.values()),
             list(state.hosts.values()),
             list(state.pools.values()),
+            dict(state.policy_tags),
         )
     )
 
@@ -68,8 +70,10 @@ def restore(data: bytes) -> tuple[State, int]:
     state.seq = snap.folded
     state.environments = {e.name: e for e in snap.environments}
     state.policies = dict(snap.policies)
+    state.policy_tags = dict(snap.policy_tags)
     state.queues = {q.name: q for q in snap.queues}
-    state.shares = {(s.queue, s.name): s for s in snap.shares}
+    for share in snap.shares:
+        state.put_share(share)
     state.hosts = {h.host_id: h for h in snap.hosts}
     state.jobs = {j.job_id: j for j in snap.jobs}
     state.pools = {p.job_id: p for p in snap.pools}

@@ -35,6 +35,7 @@ class State:
         self.seq: int = 0  # events folded
         self.environments: dict[str, Environment] = {}
         self.policies: dict[str, str] = {}
+        self.policy_tags: dict[str, dict[str, str]] = {}  # policy name -> its tags
         self.queues: dict[str, Queue] = {}
         self.shares: dict[tuple[str, str], Share] = {}
         self.jobs: dict[str, Job] = {}
@@ -53,6 +54,11 @@ class State:
         self.pool_expiries: SortedList = SortedList()  # (expires_at, job_id)
         self.awaiting_outcome: set[str] = set()
         self.retained: set[str] = set()
+        self.queue_shares: dict[str, dict[str, Share]] = defaultdict(dict)  # queue -> name -> share
+        # -- change counters: what an incremental pass (`core.incremental`) compares --
+        self.queue_version: dict[str, int] = defaultdict(int)  # anything of the queue's changed
+        self.config_version: int = 0  # environments, policies, unknown events: every queue
+        self.pools_version: dict[EnvUnit, int] = defaultdict(int)  # available pools changed
 
     # ---- queries -------------------------------------------------------
     def share_key(self, job: Job) -> ShareKey:
@@ -62,7 +68,27 @@ class State:
         return self.queues[queue].environment
 
     def shares_of(self, queue: str) -> list[Share]:
-        return sorted((s for (q, _), s in self.shares.items() if q == queue), key=lambda s: s.name)
+        found = self.queue_shares.get(queue)
+        return sorted(found.values(), key=lambda s: s.name) if found else []
+
+    def put_share(self, share: Share) -> None:
+        self.shares[(share.queue, share.name)] = share
+        self.queue_shares[share.queue][share.name] = share
+
+    def drop_share(self, queue: str, name: str) -> None:
+        self.shares.pop((queue, name), None)
+        self.queue_shares[queue].pop(name, None)
+
+    # ---- change counters ----------------------------------------------
+    def touch_job(self, job_id: str) -> None:
+        """Something of this job (or pool: same id) changed: its queue decides again."""
+        job = self.jobs.get(job_id)
+        if job is not None:
+            self.queue_version[job.queue] += 1
+            return
+        pool = self.pools.get(job_id)
+        if pool is not None:
+            self.queue_version[pool.queue] += 1
 
     # ---- host allocation ----------------------------------------------
     def _free_list(self, host: Host) -> SortedList:
@@ -124,11 +150,13 @@ class State:
         assert pool.expires_at is not None
         self.available_pools[(pool.environment, pool.unit)].add((pool.expires_at, pool.job_id))
         self.pool_expiries.add((pool.expires_at, pool.job_id))
+        self.pools_version[(pool.environment, pool.unit)] += 1
 
     def unindex_pool(self, pool: WarmPool) -> None:
         assert pool.expires_at is not None
         self.available_pools[(pool.environment, pool.unit)].discard((pool.expires_at, pool.job_id))
         self.pool_expiries.discard((pool.expires_at, pool.job_id))
+        self.pools_version[(pool.environment, pool.unit)] += 1
 
     def is_available(self, pool_id: str | None) -> bool:
         if pool_id is None:

@@ -1,0 +1,72 @@
+"""A pass that costs what changed: skip the (queue, unit) passes that would decide nothing.
+
+A unit pass that decided nothing decides nothing again while none of its inputs
+changed. Its inputs are the queue's own (shares, jobs, pools, use: the fold
+counts their changes in `State.queue_version`, see `core.changes`), the
+configuration every queue reads (`State.config_version`), and what queues share:
+the free hosts left to it by the queues before it in this pass, the
+environment's use and its available warm pools. The memo keeps, per (queue,
+unit), those inputs as they were when it last decided nothing; equal inputs now
+mean the same empty answer, so the pass goes on to the next queue. A unit pass
+that decided something is always run again (its decisions change its inputs
+once folded, or they did not apply and it must say them again).
+
+Host ids do not take part: a pass that places nothing reads only how many hosts
+are free, never which. The result is the full pass's, decision for decision
+(tests/unit/core/test_incremental_pass.py compares them on random histories).
+"""
+
+from __future__ import annotations
+
+from quartermaster.core.hosts_picker import HostPicker
+from quartermaster.core.state import State
+
+Inputs = tuple[int, int, int, int, int]
+UnitKey = tuple[str, str]  # (queue, unit)
+KEPT = 4  # quiet inputs kept per unit pass: a host that comes free and is taken again
+# in the same pass leaves the later queues where they were, so the inputs recur
+
+
+class PassMemo:
+    """Per (queue, unit): the last inputs (a few) with which its pass decided nothing."""
+
+    def __init__(self) -> None:
+        self._state: State | None = None
+        self._quiet: dict[UnitKey, list[Inputs]] = {}
+        self.skipped = 0  # unit passes skipped, for benchmarks and logs
+        self.run = 0
+
+    def bind(self, state: State) -> None:
+        """Forget everything when asked about another state (a restore, a fork)."""
+        if state is not self._state:
+            self._state = state
+            self._quiet.clear()
+
+    @staticmethod
+    def inputs(state: State, picker: HostPicker, queue: str, env: str, unit: str) -> Inputs:
+        return (
+            state.queue_version.get(queue, 0),
+            state.config_version,
+            picker.count(env, unit),
+            state.env_use.get((env, unit), 0),
+            state.pools_version.get((env, unit), 0),
+        )
+
+    def quiet(self, key: UnitKey, inputs: Inputs) -> bool:
+        """Did this unit pass decide nothing the last time it saw these inputs?"""
+        if inputs in self._quiet.get(key, ()):
+            self.skipped += 1
+            return True
+        self.run += 1
+        return False
+
+    def record(self, key: UnitKey, inputs: Inputs, decided: bool) -> None:
+        if decided:  # the queue's own inputs change when its decisions are folded
+            self._quiet.pop(key, None)
+            return
+        kept = self._quiet.setdefault(key, [])
+        if kept and kept[0][:2] != inputs[:2]:  # its own or the configuration changed
+            kept.clear()
+        kept.append(inputs)
+        if len(kept) > KEPT:
+            del kept[0]
