@@ -6,13 +6,13 @@ Stopping leaves running jobs alone; the next agent on this host re-adopts them.
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
 import sys
 
 from qm_node_agent.agent import NodeAgent
 from qm_node_agent.errors import SettingsError
-from qm_node_agent.settings import NodeSettings
+from qm_node_agent.settings import PREFIX, NodeSettings
+from quartermaster import telemetry
 
 
 async def serve(settings: NodeSettings) -> None:
@@ -24,17 +24,14 @@ async def serve(settings: NodeSettings) -> None:
 
 
 def main() -> None:
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
-    try:
-        settings = NodeSettings.from_env()
-    except SettingsError as err:
-        print(f"qm-node-agent: {err}", file=sys.stderr)
-        sys.exit(2)
-    asyncio.run(serve(settings))
+    with telemetry.running("qm-node-agent", PREFIX):
+        try:
+            settings = NodeSettings.from_env()
+        except SettingsError as err:
+            print(f"qm-node-agent: {err}", file=sys.stderr)
+            sys.exit(2)
+        with telemetry.logs.scope(host=settings.host_id):
+            asyncio.run(serve(settings))
 
 
 if __name__ == "__main__":

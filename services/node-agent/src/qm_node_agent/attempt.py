@@ -23,9 +23,11 @@ from qm_node_agent.reporter import Reporter
 from qm_node_agent.runtime.base import ExitStatus, JobRuntime, RunningJob
 from quartermaster import events as ev
 from quartermaster.events import FailureClass
+from quartermaster.telemetry import traces
 
 log = logging.getLogger(__name__)
 
+SERVICE = "qm-node-agent"
 TIMEOUT_REASON = "Job attempt duration exceeded timeout"
 LOST_REASON = "node agent restarted and lost the attempt"
 E = TypeVar("E", bound=ev.Event)
@@ -50,6 +52,9 @@ class AttemptRunner:
         self._clock = clock
         self._stop = asyncio.Event()
         self.stop_reason = ""
+        # The span this host's reports are made under (none unless the job is traced).
+        self._spans: list[traces.Span] = []
+        self.trace: str | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -62,10 +67,25 @@ class AttemptRunner:
             self._log("stop requested: %s", reason)
 
     # ---- entry points ---------------------------------------------------------
-    async def launch(self, spec: LaunchSpec | LaunchError, timeout_s: int | None) -> None:
-        """Save the record durably, then start the part and see it through."""
+    async def launch(
+        self, spec: LaunchSpec | LaunchError, timeout_s: int | None, trace: str | None = None
+    ) -> None:
+        """Save the record durably, then start the part and see it through.
+
+        `trace`: the dispatch decision's traceparent; the start (until running) and
+        the run (until the final report) are spans under it.
+        """
+        self._open_span("node_agent.start", trace)
+        try:
+            await self._launch(spec, timeout_s)
+        finally:
+            for span in reversed(self._spans):
+                span.end()
+            self._spans.clear()
+
+    async def _launch(self, spec: LaunchSpec | LaunchError, timeout_s: int | None) -> None:
         await self._store.persist(self.record)  # a restart must not launch it again
-        await self._reporter.report(self._event(ev.JobStarting))
+        await self._reporter.report(self._event(ev.JobStarting), self.trace)
         if self._stop.is_set():
             await self._finish(self._event(ev.JobStopConfirmed, exit_code=None))
             return
@@ -188,13 +208,28 @@ class AttemptRunner:
     async def _report_running(self) -> float:
         event = self._event(ev.JobRunning)
         await self._save(running_at=event.at)
-        await self._reporter.report(event)
+        await self._reporter.report(event, self.trace)
+        if self._spans:  # started: the start span ends, the run span begins
+            self._spans.pop().end()
+            self._open_span("node_agent.run", self.trace)
         return event.at
 
     async def _finish(self, outcome: Outcome) -> None:
         await self._save(outcome=outcome)
-        await self._reporter.report(outcome)
+        await self._reporter.report(outcome, self.trace)
         self._log("reported %s", type(outcome).__name__)
+
+    def _open_span(self, name: str, parent: str | None) -> None:
+        if parent is None:
+            return
+        span = traces.start(
+            SERVICE,
+            name,
+            parent,
+            attributes={"qm.job_id": self.record.job_id, "qm.host": self.record.host},
+        )
+        self._spans.append(span)
+        self.trace = span.traceparent
 
     async def _save(self, **changes: object) -> None:
         self.record = msgspec.structs.replace(self.record, **changes)
@@ -231,4 +266,13 @@ class AttemptRunner:
             self.record.attempt,
             self.record.host,
             *args,
+            extra={
+                "job_id": self.record.job_id,
+                "host": self.record.host,
+                "trace_id": self._trace_id,
+            },
         )
+
+    @property
+    def _trace_id(self) -> str | None:
+        return traces.trace_id_of(self.trace)

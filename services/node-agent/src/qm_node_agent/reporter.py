@@ -8,6 +8,7 @@ import logging
 from quartermaster import events as ev
 from quartermaster.bus import JetStreamLog, PermanentBusError, TransientBusError
 from quartermaster.eventlog import encode_batch, subjects
+from quartermaster.eventlog.envelope import trace_header
 
 log = logging.getLogger(__name__)
 
@@ -34,18 +35,20 @@ class Reporter:
         self._log = event_log
         self.subject = subjects.reports(host_id, prefix=event_log.prefix)
 
-    async def report(self, event: AttemptReport) -> int:
-        return await self.append(event, report_msg_id(event))
+    async def report(self, event: AttemptReport, trace: str | None = None) -> int:
+        return await self.append(event, report_msg_id(event), trace)
 
-    async def append(self, event: ev.Event, msg_id: str | None) -> int:
+    async def append(self, event: ev.Event, msg_id: str | None, trace: str | None = None) -> int:
         """Append one event as an envelope; retries transient failures with the same msg id.
 
+        `trace`: the traceparent the report is made under (its envelope's trace header).
         Raises `PermanentBusError` when the stream rejects it for good.
         """
         delay = 0.1
+        data, headers = encode_batch([event]), trace_header([trace])
         while True:
             try:
-                return await self._log.append(self.subject, encode_batch([event]), msg_id=msg_id)
+                return await self._log.append(self.subject, data, msg_id=msg_id, headers=headers)
             except TransientBusError as err:
                 log.warning("append %s failed (%s); retrying in %.1fs", msg_id, err, delay)
             except PermanentBusError:

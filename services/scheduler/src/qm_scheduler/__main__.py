@@ -7,6 +7,7 @@ from prometheus_client import CollectorRegistry
 from qm_scheduler import identity
 from qm_scheduler.service import Scheduler
 from qm_scheduler.settings import SchedulerSettings
+from quartermaster import telemetry
 from quartermaster.bus import JetStreamLog
 from quartermaster.eventlog import process
 from quartermaster.metrics import LogLagCollector, SchedulerMetrics, StateCollector, serving
@@ -29,7 +30,10 @@ async def run(s: SchedulerSettings, event_log: JetStreamLog) -> None:
 
 
 def main() -> None:
-    with identity.claim(SchedulerSettings.from_env()) as s:
+    with (
+        telemetry.running("qm-scheduler", "QM_SCHEDULER_"),
+        identity.claim(SchedulerSettings.from_env()) as s,
+    ):
         process.main(process.serve(s, "qm-scheduler", lambda event_log: run(s, event_log)))
 
 

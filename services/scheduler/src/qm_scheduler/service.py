@@ -19,6 +19,7 @@ from qm_scheduler.grouping import HOSTS, by_queue
 from qm_scheduler.leadership import Leadership
 from qm_scheduler.settings import SchedulerSettings
 from qm_scheduler.snapshots import SnapshotStore
+from qm_scheduler.tracing import PassSpans
 from quartermaster.bus import BusError, FencedAppendError, JetStreamLog
 from quartermaster.core import PassPolicy, decide
 from quartermaster.core.snapshot import take
@@ -141,6 +142,7 @@ class Scheduler:
             if not queues and not hosts:
                 return appended
             started = time.perf_counter()
+            started_ns = time.time_ns()
             decisions = decide(state, self.policy, queues=queues, hosts=hosts)
             self.passes += 1
             self.metrics.observe_pass(time.perf_counter() - started, len(decisions))
@@ -152,26 +154,37 @@ class Scheduler:
                 (time.perf_counter() - started) * 1e3,
             )
             last = 0
-            for queue, group in by_queue(state, decisions).items():
-                last = max(last, await self._append(queue, group))
-                appended += len(group)
+            spans = PassSpans(self.follower.traces, decisions, started_ns, self.passes)
+            try:
+                for queue, group in by_queue(state, decisions).items():
+                    last = max(last, await self._append(queue, group, spans.header(group)))
+                    appended += len(group)
+            finally:
+                spans.end()
             await self.follower.wait_for(last)
         return appended
 
-    async def _append(self, queue: str, decisions: list[Event]) -> int:
+    async def _append(
+        self, queue: str, decisions: list[Event], headers: dict[str, str] | None = None
+    ) -> int:
+        """Append fenced; `headers` carry trace contexts only, never what the batch says."""
         assert self.follower is not None
         data = encode_batch(decisions)
         if queue == HOSTS:  # any instance may judge liveness; equal judgements dedupe
             subject = subjects.host_decisions(self.log.prefix)
             msg_id = "hosts:" + hashlib.sha256(data).hexdigest()[:32]
-            seq = await self.log.append(subject, data, msg_id=msg_id)
+            seq = await self.log.append(subject, data, msg_id=msg_id, headers=headers)
             self._appended(decisions)
             return seq
         subject = subjects.decisions(queue, self.log.prefix)
         expected = self.follower.last_on_subject.get(subject, 0)
         try:
             seq = await self.log.append(
-                subject, data, msg_id=f"{subject}:{expected}", expected_last_subject_seq=expected
+                subject,
+                data,
+                msg_id=f"{subject}:{expected}",
+                expected_last_subject_seq=expected,
+                headers=headers,
             )
         except FencedAppendError:
             log.warning("decisions for %s fenced: another leader wrote; re-reading", queue)
@@ -192,4 +205,4 @@ class Scheduler:
             return
         self._since_snapshot = 0
         await self.snapshots.save(take(self.follower.state, self.follower.seq))
-        log.info("snapshot at seq=%d", self.follower.seq)
+        log.info("snapshot at seq=%d", self.follower.seq, extra={"seq": self.follower.seq})

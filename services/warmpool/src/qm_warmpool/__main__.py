@@ -6,6 +6,7 @@ from prometheus_client import CollectorRegistry
 
 from qm_warmpool.service import WarmPoolService
 from qm_warmpool.settings import WarmPoolSettings
+from quartermaster import telemetry
 from quartermaster.bus import JetStreamLog
 from quartermaster.eventlog import process
 from quartermaster.metrics import LogLagCollector, serving
@@ -23,8 +24,9 @@ async def run(s: WarmPoolSettings, event_log: JetStreamLog) -> None:
 
 
 def main() -> None:
-    s = WarmPoolSettings.from_env()
-    process.main(process.serve(s, "qm-warmpool", lambda event_log: run(s, event_log)))
+    with telemetry.running("qm-warmpool", "QM_WARMPOOL_"):
+        s = WarmPoolSettings.from_env()
+        process.main(process.serve(s, "qm-warmpool", lambda event_log: run(s, event_log)))
 
 
 if __name__ == "__main__":

@@ -4,19 +4,22 @@ A follower reads the stream in order (ordered consumer), folds every
 envelope into its State, and wakes whoever waits for a position. Services
 react to new batches through listeners, which run after the fold. Only the
 events a message's subject may carry are folded and passed on (`admitted`).
+With tracing on, `traces` holds each job's newest trace context (`JobTraces`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from quartermaster.bus import JetStreamLog
 from quartermaster.core import State, fold
 from quartermaster.core.snapshot import restore
 from quartermaster.eventlog.envelope import admitted
+from quartermaster.eventlog.job_traces import JobTraces
 from quartermaster.events import AnyEvent
+from quartermaster.telemetry import traces
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +34,7 @@ class LogFollower:
         else:
             self.state, self.seq = State(), 0
         self.last_on_subject: dict[str, int] = {}
+        self.traces = JobTraces()
         self._listeners: list[Listener] = []
         self._advanced = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
@@ -53,17 +57,21 @@ class LogFollower:
         while True:
             try:
                 async for entry in self.log.read(from_seq=self.seq + 1):
-                    await self._apply(entry.seq, entry.subject, entry.data)
+                    await self._apply(entry.seq, entry.subject, entry.data, entry.headers)
             except asyncio.CancelledError:
                 raise
             except Exception:  # the reader died (server restart): resume after a pause
                 log.exception("log follower lost its reader at seq %d; resuming", self.seq)
                 await asyncio.sleep(0.5)
 
-    async def _apply(self, seq: int, subject: str, data: bytes) -> None:
+    async def _apply(
+        self, seq: int, subject: str, data: bytes, headers: Mapping[str, str] | None = None
+    ) -> None:
         if seq <= self.seq:
             return
         events = admitted(seq, subject, data, self.log.prefix)
+        if traces.enabled():
+            self.traces.note_message(data, headers)
         for event in events:
             fold(self.state, event)
         self.seq = seq
@@ -74,7 +82,7 @@ class LogFollower:
                 if result is not None:
                     await result
             except Exception:
-                log.exception("listener failed on seq=%d", seq)
+                log.exception("listener failed on seq=%d", seq, extra={"seq": seq})
         async with self._advanced:
             self._advanced.notify_all()
 
