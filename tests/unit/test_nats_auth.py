@@ -50,7 +50,21 @@ def test_no_service_may_manage_the_stream_or_write_through_wildcards() -> None:
             s for s in allowed.publish if s.startswith("$JS.API.STREAM.") and s.endswith(".QM")
         }
         assert on_the_stream == {"$JS.API.STREAM.INFO.QM", "$JS.API.STREAM.MSG.GET.QM"}, role
-        assert allowed.subscribe == (f"_INBOX_{user_name(role, host).replace('.', '_')}.>",)
+        inbox = f"_INBOX_{user_name(role, host).replace('.', '_')}.>"
+        # Besides its inbox, a node agent hears log requests for its own host only.
+        own_logs = ("qm_logs.h1",) if role is Role.NODE else ()
+        assert allowed.subscribe == (inbox, *own_logs)
+        assert allowed.allow_responses is (role is Role.NODE)
+
+
+def test_only_admission_may_ask_for_job_logs() -> None:
+    for role, host in [(r, None) for r in Role if r not in (Role.ADMIN, Role.NODE)] + [
+        (Role.NODE, "h1")
+    ]:
+        allowed = permissions(role, LAYOUT, host)
+        assert allowed is not None
+        asks = [s for s in allowed.publish if s.startswith("qm_logs.")]
+        assert asks == (["qm_logs.*"] if role is Role.ADMISSION else []), role
 
 
 def test_the_config_holds_every_user_with_its_permissions(tmp_path: Path) -> None:

@@ -7,6 +7,10 @@ stream); each writes only its own subject family:
 - admission: `<p>.requests`; the scheduler: `<p>.decisions.*` plus its lease (KV)
   and snapshot (object store) buckets; the warm-pool service: `<p>.timers`;
   node agent X: `<p>.reports.X`; the auditor: nothing.
+- Job logs travel by request/reply outside the stream (`bus.joblogs`): admission
+  may publish requests to `<p>_logs.*`; node agent X may subscribe on
+  `<p>_logs.X` only and answer what it receives (`allow_responses`: one reply
+  per request, to the requester's inbox).
 - Only `admin` (the bootstrap connection and operators) may create, update, purge
   or delete the stream: a service allowed `STREAM.UPDATE` could change the
   stream's subjects, and one allowed `STREAM.CREATE` could add a stream that
@@ -37,6 +41,7 @@ from enum import StrEnum
 import msgspec
 
 from quartermaster.bus.access import NatsCredentials
+from quartermaster.bus.joblogs import logs_subject, logs_subjects
 from quartermaster.core.provenance import token
 
 
@@ -66,6 +71,7 @@ class Permissions(msgspec.Struct, frozen=True, kw_only=True):
 
     publish: tuple[str, ...]
     subscribe: tuple[str, ...]
+    allow_responses: bool = False  # may reply (once) to requests it received
 
 
 class NatsUser(msgspec.Struct, frozen=True, kw_only=True):
@@ -166,8 +172,16 @@ def permissions(role: Role, layout: BusLayout, host: str | None = None) -> Permi
     publish = [*own_subjects(role, layout, host), *_log_reader(layout)]
     if role is Role.SCHEDULER:
         publish += _scheduler_buckets(layout)
+    if role is Role.ADMISSION:
+        publish.append(logs_subjects(layout.subject_prefix))
     inbox = NatsCredentials(user=user_name(role, host)).inbox_prefix()
-    return Permissions(publish=tuple(publish), subscribe=(f"{inbox}.>",))
+    subscribe = [f"{inbox}.>"]
+    if role is Role.NODE:
+        assert host is not None
+        subscribe.append(logs_subject(layout.subject_prefix, host))
+    return Permissions(
+        publish=tuple(publish), subscribe=tuple(subscribe), allow_responses=role is Role.NODE
+    )
 
 
 def service_users(password_of: Callable[[str], str], hosts: Iterable[str]) -> list[NatsUser]:
@@ -206,6 +220,8 @@ def server_config(
                 "publish": {"allow": list(allowed.publish)},
                 "subscribe": {"allow": list(allowed.subscribe)},
             }
+            if allowed.allow_responses:
+                entry["permissions"]["allow_responses"] = {"max": 1}  # type: ignore[index]
         entries.append(entry)
     config: dict[str, object] = {"authorization": {"users": entries}}
     if tls is not None:
