@@ -20,17 +20,18 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from qm_admission.authn import Authenticator, AuthInterceptor
 from qm_admission.consistency import Consistency
 from qm_admission.interceptors import ErrorInterceptor
+from qm_admission.joblogs import AgentLogs
 from qm_admission.metered import MeteredInterceptor
 from qm_admission.ports import PositionPort, ReadModelPort
 from qm_admission.reflection import enable_reflection
 from qm_admission.screening import request_screen
 from qm_admission.servicers import (
     Backends,
-    ExplainingServiceJobs,
     Nodes,
     QuotaManagement,
     WarmPools,
 )
+from qm_admission.servicers.logs import LoggingServiceJobs
 from qm_admission.settings import Settings
 from qm_admission.watch import JobWatchHub
 from qm_admission.writer import RequestWriter
@@ -54,6 +55,8 @@ OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
     ("grpc.http2.max_pings_without_data", 0),
+    # No SO_REUSEPORT: a second server on a taken port must fail, not share it at random.
+    ("grpc.so_reuseport", 0),
 )
 
 _drainers: weakref.WeakKeyDictionary[grpc.aio.Server, Callable[[], Awaitable[None]]] = (
@@ -96,7 +99,10 @@ async def create_server(
     health_servicer = health.aio.HealthServicer()
     registrations: list[tuple[Callable[[Any, Any], None], object]] = [
         (rpc.add_QuotaManagementServicer_to_server, QuotaManagement(backends)),
-        (rpc.add_ServiceJobsServicer_to_server, ExplainingServiceJobs(backends)),
+        (
+            rpc.add_ServiceJobsServicer_to_server,
+            LoggingServiceJobs(backends, AgentLogs(event_log.nc, settings.subject_prefix)),
+        ),
         (rpc.add_WarmPoolsServicer_to_server, WarmPools(backends)),
         (rpc.add_NodesServicer_to_server, Nodes(backends)),
         (health_pb2_grpc.add_HealthServicer_to_server, health_servicer),

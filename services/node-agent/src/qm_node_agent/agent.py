@@ -25,6 +25,7 @@ from qm_node_agent.desired import attempt_on, cache_chains, is_current, should_r
 from qm_node_agent.desired import stop_wanted as stop_wanted_for
 from qm_node_agent.errors import LaunchError, PermanentNodeAgentError
 from qm_node_agent.gpus import Gpu, detect_gpus
+from qm_node_agent.joblogs import LogKeeper, serve_logs
 from qm_node_agent.launch import LaunchSpec, build_spec
 from qm_node_agent.layout import Layout, container_name, safe_name
 from qm_node_agent.records import AttemptRecord, AttemptStore
@@ -45,7 +46,9 @@ AttemptKey = tuple[str, int]
 
 def make_runtime(settings: NodeSettings) -> JobRuntime:
     if settings.runtime is RuntimeKind.DOCKER:
-        return DockerRuntime(settings.docker_binary)
+        return DockerRuntime(
+            settings.docker_binary, data_dir=settings.data_dir, registry=settings.registry
+        )
     return ProcessRuntime(settings.job_path)
 
 
@@ -79,6 +82,9 @@ class NodeAgent:
         self._clock = clock
         self._metrics = metrics
         self._store = AttemptStore(self.layout)
+        self._keeper = LogKeeper(
+            self.layout, settings.log_cap_bytes, settings.log_retention_seconds
+        )
         self._ready = asyncio.Event()
         self._stopping = asyncio.Event()
         self._follower: LogFollower | None = None
@@ -134,9 +140,18 @@ class NodeAgent:
             stack.push_async_callback(follower.stop)
             await follower.catch_up(timeout=None)
             await self._register()
+            logs = await serve_logs(
+                event_log.nc,
+                self.settings.subject_prefix,
+                self.host_id,
+                self._keeper,
+                lambda job_id, attempt: (job_id, attempt) in self._runners,
+            )
+            stack.push_async_callback(logs.unsubscribe)
             async with asyncio.TaskGroup() as group:
                 self._group = group
                 self._spawn(self._heartbeats(), "heartbeats")
+                self._spawn(self._prune_logs(), "prune logs")
                 self._adopt_all()
                 self._ready.set()
                 log.info(
@@ -207,6 +222,13 @@ class NodeAgent:
                 await self._reporter.append(event, f"{self.host_id}:heartbeat:{event.at:.6f}")
             except BusError:
                 log.exception("host=%s heartbeat not stored", self.host_id)
+
+    async def _prune_logs(self) -> None:
+        """Delete kept job logs past their retention (checked every minute at most)."""
+        period = min(60.0, self.settings.log_retention_seconds)
+        while not self._stopping.is_set():
+            await asyncio.to_thread(self._keeper.prune, self._clock())
+            await asyncio.sleep(period)
 
     # ---- reconciliation ----------------------------------------------------------------
     def _on_batch(self, seq: int, subject: str, events: list[ev.AnyEvent]) -> None:
@@ -290,6 +312,8 @@ class NodeAgent:
             runner = self._runner(record)
             body = self._drive(runner, runner.adopt(timeout, running_at))
             self._spawn(body, f"adopt {record.key}")
+        live = {self.layout.log_file(*key).stem for key in self._records}
+        self._spawn(asyncio.to_thread(self._keeper.keep_orphans, live, self._clock()), "keep logs")
 
     def _runner(self, record: AttemptRecord) -> AttemptRunner:
         assert self._reporter is not None
@@ -346,8 +370,9 @@ class NodeAgent:
                 continue
             del self._records[key]
             self._store.delete(*key)
-            for path in (self.layout.log_file(*key), self.layout.exit_file(*key)):
-                path.unlink(missing_ok=True)
+            self.layout.exit_file(*key).unlink(missing_ok=True)
+            stem = self.layout.log_file(*key).stem  # kept, capped, for the retention period
+            self._spawn(asyncio.to_thread(self._keeper.keep, stem, self._clock()), f"keep {key}")
             self._delete_later(self.layout.work_dir(*key))
         self._confirmed = {k for k in self._confirmed if is_current(state, self.host_id, *k)}
 
@@ -358,6 +383,7 @@ class NodeAgent:
         if keep == self._kept_chains:
             return
         self._kept_chains = keep
+        self._spawn(self._runtime.release(set(keep)), "release warm pools")
         names = {safe_name(chain) for chain in keep}
         for path in self.layout.cache_root.iterdir():
             if path.name not in names:

@@ -4,6 +4,8 @@ DATA_DIR/attempts/<job>.<attempt>.json      one record per launched attempt
 DATA_DIR/jobs/<job>-<attempt>/              process runtime: the job's working dir
 DATA_DIR/jobs/<job>-<attempt>.log           process runtime: stdout and stderr
 DATA_DIR/jobs/<job>-<attempt>.exit          process runtime: the wrapper's exit status
+DATA_DIR/logs/<job>-<attempt>.log           an ended attempt's output, kept (capped)
+DATA_DIR/logs/<job>-<attempt>.json          what of it was kept, and when it ended
 DATA_DIR/warmpool-cache/<chain>/            a warm pool chain's persistent cache
 """
 
@@ -32,9 +34,10 @@ class Layout:
         self.attempts = data_dir / "attempts"
         self.jobs = data_dir / "jobs"
         self.cache_root = data_dir / "warmpool-cache"
+        self.logs = data_dir / "logs"
 
     def create(self) -> None:
-        for folder in (self.attempts, self.jobs, self.cache_root):
+        for folder in (self.attempts, self.jobs, self.cache_root, self.logs):
             folder.mkdir(parents=True, exist_ok=True)
 
     def record(self, job_id: str, attempt: int) -> Path:

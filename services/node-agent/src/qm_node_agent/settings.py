@@ -20,6 +20,8 @@ DEFAULT_STREAM = "QM"
 DEFAULT_SUBJECT_PREFIX = "qm"
 DEFAULT_HEARTBEAT_SECONDS = 5.0
 DEFAULT_STOP_GRACE_SECONDS = 120.0
+DEFAULT_LOG_CAP_BYTES = 16 * 1024 * 1024
+DEFAULT_LOG_RETENTION_SECONDS = 7 * 86400.0
 
 
 class RuntimeKind(StrEnum):
@@ -44,10 +46,13 @@ class NodeSettings:
     heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS
     stop_grace_seconds: float = DEFAULT_STOP_GRACE_SECONDS
     docker_binary: str = "docker"
+    registry: str = ""  # docker: where images are pulled from ("": only images already here)
     nvidia_smi: str = "nvidia-smi"
     job_path: str = os.defpath  # PATH of process-runtime jobs
     nats_credentials: NatsCredentials = field(default_factory=NatsCredentials)
     stream_replicas: int = 1
+    log_cap_bytes: int = DEFAULT_LOG_CAP_BYTES  # an ended attempt's output kept: head + tail
+    log_retention_seconds: float = DEFAULT_LOG_RETENTION_SECONDS  # then deleted
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> NodeSettings:
@@ -103,8 +108,11 @@ class NodeSettings:
             heartbeat_seconds=number("HEARTBEAT_SECONDS", DEFAULT_HEARTBEAT_SECONDS),
             stop_grace_seconds=number("STOP_GRACE_SECONDS", DEFAULT_STOP_GRACE_SECONDS),
             docker_binary=get("DOCKER_BINARY") or "docker",
+            registry=get("REGISTRY") or "",
             nvidia_smi=get("NVIDIA_SMI") or "nvidia-smi",
             job_path=get("JOB_PATH") or env.get("PATH") or os.defpath,
             nats_credentials=bus.nats_credentials(),
             stream_replicas=bus.stream_replicas,
+            log_cap_bytes=int(number("LOG_CAP_BYTES", DEFAULT_LOG_CAP_BYTES)),
+            log_retention_seconds=number("LOG_RETENTION_SECONDS", DEFAULT_LOG_RETENTION_SECONDS),
         )

@@ -1,0 +1,162 @@
+"""Each attempt's output, kept after the attempt ends: capped, for a retention period.
+
+While an attempt runs its output grows in its live file (`Layout.log_file`). Once
+the log says the attempt is over on this host, `keep` moves it to `logs/`: whole
+if it is at most `cap_bytes`, else its first quarter of the cap and its newest
+three quarters, with a small JSON note of what was dropped (written last: a kept
+log without its note is not there yet). `prune` deletes kept logs whose attempt
+ended more than `retention_s` ago.
+
+Offsets are bytes of the attempt's whole output, live or kept; a read into the
+dropped middle skips to the tail and says how many bytes it skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import msgspec
+
+from qm_node_agent.layout import Layout
+from quartermaster.bus import joblogs as wire
+from quartermaster.bus.joblogs import LogReply, LogRequest
+
+log = logging.getLogger(__name__)
+
+_COPY_BYTES = 1024 * 1024
+
+
+class KeptNote(msgspec.Struct, frozen=True, kw_only=True):
+    size: int  # bytes the attempt wrote in all
+    head: int  # bytes kept from the start; the rest kept are the newest
+    skipped: int  # bytes dropped after the head
+    ended_at: float
+
+
+class LogKeeper:
+    def __init__(self, layout: Layout, cap_bytes: int, retention_s: float) -> None:
+        self.layout = layout
+        self.cap_bytes = cap_bytes
+        self.retention_s = retention_s
+
+    # ---- keeping ---------------------------------------------------------------
+    def keep(self, stem: str, ended_at: float) -> None:
+        """Move the live log `jobs/<stem>.log` to `logs/`, capped (blocking: run in a thread)."""
+        live = self.layout.jobs / f"{stem}.log"
+        kept, note_path = self._kept(stem)
+        try:
+            size = live.stat().st_size
+        except FileNotFoundError:
+            return
+        self.layout.logs.mkdir(parents=True, exist_ok=True)
+        head = size if size <= self.cap_bytes else self.cap_bytes // 4
+        tail = 0 if size <= self.cap_bytes else self.cap_bytes - head
+        tmp = kept.with_suffix(".tmp")
+        with open(live, "rb") as source, open(tmp, "wb") as target:
+            _copy(source, target, head)
+            if tail:
+                source.seek(size - tail)
+                _copy(source, target, tail)
+        os.replace(tmp, kept)
+        note = KeptNote(size=size, head=head, skipped=size - head - tail, ended_at=ended_at)
+        note_tmp = note_path.with_suffix(".tmp")
+        note_tmp.write_bytes(msgspec.json.encode(note))
+        os.replace(note_tmp, note_path)
+        live.unlink(missing_ok=True)
+        if note.skipped:
+            log.info("kept log %s: %d bytes over the cap dropped", stem, note.skipped)
+
+    def keep_orphans(self, live_stems: set[str], now: float) -> None:
+        """Keep live logs no record owns any more (the agent stopped while keeping)."""
+        for path in self.layout.jobs.glob("*.log"):
+            if path.stem not in live_stems:
+                self.keep(path.stem, now)
+
+    def prune(self, now: float) -> int:
+        """Delete kept logs older than the retention period; returns how many."""
+        pruned = 0
+        for note_path in self.layout.logs.glob("*.json"):
+            note = _read_note(note_path)
+            if note is not None and now - note.ended_at <= self.retention_s:
+                continue
+            note_path.unlink(missing_ok=True)
+            note_path.with_suffix(".log").unlink(missing_ok=True)
+            pruned += 1
+        return pruned
+
+    # ---- reading -------------------------------------------------------------------
+    def read(self, request: LogRequest, *, running: bool) -> LogReply:
+        """`request.max_bytes` of the attempt's output from `request.offset` (blocking)."""
+        stem = self.layout.log_file(request.job_id, request.attempt).stem
+        limit = max(1, request.max_bytes)
+        try:
+            with open(self.layout.jobs / f"{stem}.log", "rb") as live:
+                live.seek(request.offset)
+                data = live.read(limit)
+            return LogReply(found=True, data=data, offset=request.offset, complete=not running)
+        except FileNotFoundError:
+            pass  # not live (any more): kept, or gone
+        kept, note_path = self._kept(stem)
+        note = _read_note(note_path)
+        if note is None:
+            return LogReply(found=False)
+        offset, skipped = request.offset, 0
+        if note.head <= offset < note.head + note.skipped:
+            offset, skipped = note.head + note.skipped, note.head + note.skipped - offset
+        if offset < note.head:
+            position, end = offset, note.head  # stop at the gap: the next read says it
+        else:
+            position, end = offset - note.skipped, note.size - note.skipped
+        try:
+            with open(kept, "rb") as source:
+                source.seek(position)
+                data = source.read(max(0, min(limit, end - position)))
+        except FileNotFoundError:  # pruned between the note and the log
+            return LogReply(found=False)
+        return LogReply(found=True, data=data, offset=offset, skipped_bytes=skipped, complete=True)
+
+    def _kept(self, stem: str) -> tuple[Path, Path]:
+        return self.layout.logs / f"{stem}.log", self.layout.logs / f"{stem}.json"
+
+
+def _copy(source: BinaryIO, target: BinaryIO, count: int) -> None:
+    left = count
+    while left > 0:
+        block = source.read(min(_COPY_BYTES, left))
+        if not block:
+            return
+        target.write(block)
+        left -= len(block)
+
+
+def _read_note(path: Path) -> KeptNote | None:
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=KeptNote)
+    except (OSError, msgspec.DecodeError):
+        return None
+
+
+async def serve_logs(
+    nc: Any, prefix: str, host: str, keeper: LogKeeper, running: Callable[[str, int], bool]
+) -> Any:
+    """Answer admission's log requests on this host's subject; returns the subscription.
+
+    `running(job_id, attempt)`: is the attempt still running here (more output may come)?
+    """
+
+    async def answer(msg: Any) -> None:
+        try:
+            request = wire.decode_request(msg.data)
+        except msgspec.DecodeError:
+            log.warning("host=%s log request that does not decode: ignored", host)
+            return
+        live = running(request.job_id, request.attempt)
+        reply = await asyncio.to_thread(keeper.read, request, running=live)
+        await msg.respond(wire.encode(reply))
+
+    return await nc.subscribe(wire.logs_subject(prefix, host), cb=answer)

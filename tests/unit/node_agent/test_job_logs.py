@@ -1,0 +1,98 @@
+"""Kept job logs: whole under the cap, head and newest tail over it, offsets of the whole
+output, a read into the dropped middle skips ahead and says so, retention prunes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from qm_node_agent.joblogs import LogKeeper
+from qm_node_agent.layout import Layout
+from quartermaster.bus.joblogs import LogReply, LogRequest
+
+JOB, ATTEMPT = "job-1", 2
+
+
+def keeper(tmp_path: Path, cap: int = 1000, retention: float = 60.0) -> LogKeeper:
+    layout = Layout(tmp_path)
+    layout.create()
+    return LogKeeper(layout, cap, retention)
+
+
+def write_live(k: LogKeeper, data: bytes) -> None:
+    k.layout.log_file(JOB, ATTEMPT).write_bytes(data)
+
+
+def read_all(k: LogKeeper, offset: int = 0, max_bytes: int = 64) -> tuple[bytes, int, bool]:
+    """Everything from `offset` as a client would read it: (bytes, skipped, complete)."""
+    out, skipped, complete = b"", 0, False
+    while True:
+        reply: LogReply = k.read(
+            LogRequest(job_id=JOB, attempt=ATTEMPT, offset=offset, max_bytes=max_bytes),
+            running=False,
+        )
+        assert reply.found
+        skipped += reply.skipped_bytes
+        out += reply.data
+        offset = reply.offset + len(reply.data)
+        complete = reply.complete
+        if not reply.data and not reply.skipped_bytes:
+            return out, skipped, complete
+
+
+def stem() -> str:
+    return f"{JOB}-{ATTEMPT}"
+
+
+def test_a_running_attempt_is_read_from_its_live_file_and_is_not_complete(tmp_path: Path) -> None:
+    k = keeper(tmp_path)
+    write_live(k, b"hello\nworld\n")
+    reply = k.read(LogRequest(job_id=JOB, attempt=ATTEMPT, offset=6), running=True)
+    assert (reply.found, reply.data, reply.offset, reply.complete) == (True, b"world\n", 6, False)
+
+
+def test_a_log_under_the_cap_is_kept_whole_after_the_attempt(tmp_path: Path) -> None:
+    k = keeper(tmp_path)
+    data = bytes(range(256)) * 3
+    write_live(k, data)
+    k.keep(stem(), ended_at=100.0)
+    assert not k.layout.log_file(JOB, ATTEMPT).exists()
+    assert read_all(k) == (data, 0, True)
+
+
+def test_a_log_over_the_cap_keeps_its_head_and_newest_tail(tmp_path: Path) -> None:
+    k = keeper(tmp_path, cap=1000)
+    data = b"".join(b"line %05d\n" % i for i in range(1000))  # 11000 bytes
+    write_live(k, data)
+    k.keep(stem(), ended_at=100.0)
+    out, skipped, complete = read_all(k)
+    assert complete
+    assert skipped == len(data) - 1000
+    assert out == data[:250] + data[-750:]
+    # a reader that was in the middle when the log was capped resumes at the tail
+    tail, skipped_mid, _ = read_all(k, offset=5000)
+    assert tail == data[-750:]
+    assert skipped_mid == len(data) - 750 - 5000
+    # and one already in the tail continues where it was
+    assert read_all(k, offset=len(data) - 10)[0] == data[-10:]
+
+
+def test_no_log_is_found_for_an_attempt_never_run_here(tmp_path: Path) -> None:
+    k = keeper(tmp_path)
+    assert not k.read(LogRequest(job_id=JOB, attempt=ATTEMPT), running=False).found
+
+
+def test_retention_prunes_kept_logs_of_attempts_that_ended_long_ago(tmp_path: Path) -> None:
+    k = keeper(tmp_path, retention=60.0)
+    write_live(k, b"x")
+    k.keep(stem(), ended_at=100.0)
+    assert k.prune(now=150.0) == 0
+    assert k.read(LogRequest(job_id=JOB, attempt=ATTEMPT), running=False).found
+    assert k.prune(now=161.0) == 1
+    assert not k.read(LogRequest(job_id=JOB, attempt=ATTEMPT), running=False).found
+
+
+def test_orphaned_live_logs_are_kept_at_start(tmp_path: Path) -> None:
+    k = keeper(tmp_path)
+    write_live(k, b"left behind\n")
+    k.keep_orphans(live_stems=set(), now=100.0)
+    assert read_all(k) == (b"left behind\n", 0, True)
