@@ -24,6 +24,8 @@ class Explainer:
         self._heads: dict[ShareKey, tuple[int, WaitReason | None]] | None = None
         self._most: dict[ShareKey, int] = {}
         self._fitting: dict[ShareKey, list[int]] = {}  # fitting jobs from the cursor on
+        # A misfit depends on the share, unit and instance count only: once per kind of job.
+        self._misfits: dict[tuple[str, str, str, int], misconfiguration.Misfit | None] = {}
 
     def why(self, job_id: str) -> WaitReason | None:
         """Why the job waits; None when it is not a waiting RUNNABLE job."""
@@ -31,7 +33,10 @@ class Explainer:
         job = state.jobs.get(job_id)
         if job is None or job.status is not JobStatus.RUNNABLE or job.awaiting_outcome:
             return None
-        found = misconfiguration.misfit(state, job)
+        kind = (job.queue, job.share, job.unit, job.count)
+        if kind not in self._misfits:
+            self._misfits[kind] = misconfiguration.misfit(state, job)
+        found = self._misfits[kind]
         if found is not None:
             return wait_reasons.misconfigured(job, found.text, found.allowed)
         env = state.environments[state.environment_of(job.queue)]
