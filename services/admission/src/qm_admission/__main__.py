@@ -13,12 +13,14 @@ import signal
 import sys
 
 import asyncpg
+from prometheus_client import CollectorRegistry
 
 from qm_admission.errors import AdmissionError
 from qm_admission.server import create_server, stop_server
 from qm_admission.settings import Settings, SettingsError
 from quartermaster.bus import BusError
 from quartermaster.eventlog import LogFollower, process
+from quartermaster.metrics import LogLagCollector, RpcMetrics, serving
 from quartermaster.store import Projector, ReadModel, StoreError
 
 log = logging.getLogger("qm_admission")
@@ -41,7 +43,16 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         stack.push_async_callback(read_model.close)
         follower = LogFollower(event_log)
         # The server (and its watch hub) exists before the follower folds the history.
-        server, port = await create_server(settings, event_log, follower, read_model, projector)
+        registry = CollectorRegistry()
+        server, port = await create_server(
+            settings, event_log, follower, read_model, projector, RpcMetrics(registry)
+        )
+
+        def positions() -> dict[str, int]:
+            return {"admission": follower.seq, "projector": projector.seq}
+
+        registry.register(LogLagCollector(event_log.last_seq, positions))
+        stack.enter_context(serving(registry, settings.metrics_port, settings.metrics_host))
         await follower.start()
         stack.push_async_callback(follower.stop)
         async with asyncio.TaskGroup() as tasks:

@@ -35,6 +35,8 @@ class Settings(BusSettings, frozen=True, kw_only=True):
     read_timeout_seconds: float = 10.0
     shutdown_grace_seconds: float = 5.0
     page_token_secret: str = ""  # HMAC key of page tokens; "" = random, this process only
+    metrics_port: int = 0  # serve Prometheus /metrics here (0: off)
+    metrics_host: str = "127.0.0.1"
 
     def security_problem(self) -> str | None:
         """Why this configuration must not serve, or None."""
