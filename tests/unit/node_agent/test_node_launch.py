@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from qm_node_agent.errors import LaunchError
-from qm_node_agent.launch import CACHE_ENV, LaunchSpec, build_spec
-from qm_node_agent.runtime.docker import run_args
+from qm_node_agent.launch import CACHE_ENV, InputChannel, LaunchSpec, build_spec
+from qm_node_agent.layout import CONTAINER_CACHE_DIR
+from qm_node_agent.runtime.docker import create_args
+from qm_node_agent.runtime.sandbox import ChainFiles, image_ref, stage_inputs, write_job_script
 from quartermaster import events as ev
 from quartermaster.core import Job
 from quartermaster.testing.builders import World
@@ -112,46 +114,108 @@ def test_a_payload_that_cannot_describe_a_run_is_a_client_error(
     assert complaint in raised.value.reason
 
 
-def test_docker_runs_detached_on_the_host_network_with_tini_and_the_cache() -> None:
-    args = run_args(spec_for(dispatched(REQUEST)), "qm-j-1")
+def test_docker_creates_the_container_with_tini_the_chain_volume_inputs_and_job_script(
+    tmp_path: Path,
+) -> None:
+    spec = spec_for(dispatched(REQUEST))
+    files = ChainFiles(tmp_path, spec.chain_id)
+    args = create_args(spec, files, "registry.local/train:3", "qm-j-1", ["a=b"])
 
-    assert args[:9] == [
-        "-d",
-        "--name",
-        "qm-j-1",
-        "--pull",
-        "never",
-        "--network",
-        "host",
-        "--init",
-        "-e",
-    ]
+    assert args[:8] == ["--name", "qm-j-1", "--pull", "never", "--network", "host", "--init", "-e"]
     assert "TINI_KILL_PROCESS_GROUP=1" in args
-    assert ["-v", f"{CACHE}:/opt/ml/sagemaker/warmpoolcache"] == args[
-        args.index("-v") : args.index("-v") + 2
-    ]
-    assert f"{CACHE_ENV}=/opt/ml/sagemaker/warmpoolcache" in args
-    assert "SM_CURRENT_HOST=h2" in args
+    assert f"type=volume,src=qm-vol-j,dst={CONTAINER_CACHE_DIR}" in args
+    assert f"{files.inputs}:/opt/ml/input/data" in args
+    assert f"{files.control}:/opt/ml/qm:ro" in args
     assert args[args.index("--gpus") + 1] == '"device=0,1,2,3"'
-    # the entrypoint's first word replaces the image's ENTRYPOINT, the rest follows the image
-    assert args[args.index("--entrypoint") + 1] == "python"
-    assert args[args.index("registry.local/train:3") :] == [
-        "registry.local/train:3",
-        "train.py",
-        "--epochs",
-        "3",
-    ]
+    assert args[-4:] == ["--entrypoint", "/bin/sh", "registry.local/train:3", "/opt/ml/qm/job.sh"]
 
 
-def test_docker_asks_for_gpus_only_on_a_gpu_host() -> None:
-    assert "--gpus" not in run_args(spec_for(dispatched(REQUEST), gpus=()), "qm-j-1")
+def test_docker_asks_for_gpus_only_on_a_gpu_host(tmp_path: Path) -> None:
+    spec = spec_for(dispatched(REQUEST), gpus=())
+    assert "--gpus" not in create_args(spec, ChainFiles(tmp_path, "j"), "i:1", "qm-j-1", [])
 
 
-def test_docker_keeps_the_images_entrypoint_when_the_payload_names_none() -> None:
-    request: dict[str, object] = {
-        "AlgorithmSpecification": {"TrainingImage": "img:1", "ContainerArguments": ["x"]}
+def test_the_job_script_exports_the_environment_and_execs_the_command(tmp_path: Path) -> None:
+    spec = spec_for(dispatched(REQUEST))
+    files = ChainFiles(tmp_path, spec.chain_id)
+    files.create()
+    write_job_script(files, spec, list(spec.command), CONTAINER_CACHE_DIR)
+
+    script = (files.control / "job.sh").read_text()
+    assert f"export {CACHE_ENV}={CONTAINER_CACHE_DIR}" in script
+    assert "export SM_CURRENT_HOST=h2" in script
+    assert 'export SM_HOSTS=\'["h1", "h2"]\'' in script
+    assert script.splitlines()[-1] == "exec python train.py --epochs 3"
+
+
+def test_an_environment_name_a_shell_cannot_export_is_a_client_error(tmp_path: Path) -> None:
+    request = {**REQUEST, "Environment": {"BAD-NAME": "1"}}
+    spec = spec_for(dispatched(request))
+    files = ChainFiles(tmp_path, spec.chain_id)
+    files.create()
+    with pytest.raises(LaunchError, match="BAD-NAME"):
+        write_job_script(files, spec, list(spec.command), CONTAINER_CACHE_DIR)
+
+
+@pytest.mark.parametrize(
+    ("image", "pulled"),
+    [
+        ("train:3", "127.0.0.1:5000/train:3"),
+        ("team/train:3", "127.0.0.1:5000/team/train:3"),
+        ("registry.local/train:3", "registry.local/train:3"),
+        ("localhost:5001/train", "localhost:5001/train"),
+    ],
+)
+def test_images_without_a_registry_host_come_from_the_hosts_registry(
+    image: str, pulled: str
+) -> None:
+    assert image_ref("127.0.0.1:5000", image) == pulled
+    assert image_ref("", image) == image
+
+
+def test_input_channels_come_from_local_paths_and_file_uris() -> None:
+    request = {
+        **REQUEST,
+        "InputDataConfig": [
+            {"ChannelName": "train", "DataSource": {"S3DataSource": {"S3Uri": "file:///d/tr"}}},
+            {
+                "ChannelName": "test",
+                "DataSource": {"FileSystemDataSource": {"DirectoryPath": "/d/te"}},
+            },
+        ],
     }
-    args = run_args(spec_for(dispatched(request)), "qm-j-1")
+    spec = spec_for(dispatched(request))
+    assert spec.inputs == (InputChannel("train", "/d/tr"), InputChannel("test", "/d/te"))
 
-    assert "--entrypoint" not in args
-    assert args[-2:] == ["img:1", "x"]
+
+@pytest.mark.parametrize(
+    ("channels", "complaint"),
+    [
+        ("x", "InputDataConfig must be a list"),
+        ([{"ChannelName": "../x", "DataSource": {}}], "ChannelName must match"),
+        (
+            [{"ChannelName": "a", "DataSource": {"S3DataSource": {"S3Uri": "s3://b/k"}}}],
+            "is not a local path or file:// URI",
+        ),
+        ([{"ChannelName": "a", "DataSource": {}}], "needs S3DataSource.S3Uri"),
+    ],
+)
+def test_input_channels_a_host_cannot_stage_are_client_errors(
+    channels: object, complaint: str
+) -> None:
+    with pytest.raises(LaunchError, match=complaint.replace(".", r"\.")):
+        spec_for(dispatched({**REQUEST, "InputDataConfig": channels}))
+
+
+def test_staging_copies_the_channels_once_while_they_stay_the_same(tmp_path: Path) -> None:
+    source = tmp_path / "data"
+    source.mkdir()
+    (source / "part-0").write_text("rows")
+    files = ChainFiles(tmp_path / "warm", "chain")
+    channels = (InputChannel("train", str(source)),)
+
+    assert stage_inputs(files, channels) is True
+    assert (files.inputs / "train" / "part-0").read_text() == "rows"
+    assert stage_inputs(files, channels) is False
+    assert stage_inputs(files, (InputChannel("eval", str(source)),)) is True
+    assert sorted(p.name for p in files.inputs.iterdir()) == ["eval"]

@@ -104,7 +104,7 @@ class AttemptRunner:
             return
         await self._save(pid=job.pid)
         self._log("started (pid %s)", job.pid)
-        running_at = await self._report_running()
+        running_at = await self._report_running(job.start_phases)
         await self._supervise(job, running_at, timeout_s)
 
     async def adopt(self, timeout_s: int | None, running_at: float | None) -> None:
@@ -205,8 +205,8 @@ class AttemptRunner:
         return self._failed(TIMEOUT_REASON, FailureClass.ALGORITHM_ERROR, code, tail)
 
     # ---- reports and the record -------------------------------------------------
-    async def _report_running(self) -> float:
-        event = self._event(ev.JobRunning)
+    async def _report_running(self, start_phases: ev.StartPhases | None = None) -> float:
+        event = self._event(ev.JobRunning, start_phases=start_phases)
         await self._save(running_at=event.at)
         await self._reporter.report(event, self.trace)
         if self._spans:  # started: the start span ends, the run span begins

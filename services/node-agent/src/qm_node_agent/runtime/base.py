@@ -8,6 +8,7 @@ import msgspec
 
 from qm_node_agent.launch import LaunchSpec
 from qm_node_agent.records import AttemptRecord
+from quartermaster.events import StartPhases
 
 LOG_TAIL_BYTES = 2048
 
@@ -22,6 +23,9 @@ class RunningJob(Protocol):
 
     @property
     def pid(self) -> int | None: ...
+
+    # How long each start phase took; None when the runtime does not measure them.
+    start_phases: StartPhases | None
 
     async def wait(self) -> ExitStatus:
         """Until the job exits. Raises `RuntimeFailure` when the runtime loses it."""
@@ -53,6 +57,10 @@ class JobRuntime(Protocol):
 
     async def forget(self, record: AttemptRecord) -> None:
         """Remove what is left of a finished attempt whose outcome was already reported."""
+        ...
+
+    async def release(self, keep: set[str]) -> None:
+        """Free what warm pool chains other than `keep` hold on this host."""
         ...
 
 

@@ -1,30 +1,56 @@
-"""The docker runtime: one detached container per attempt, driven through the docker CLI.
+"""The docker runtime: one container per attempt, driven through the docker CLI.
 
-`docker run -d --name qm-<job>-<attempt> --network host --init` with tini
-signalling the whole process group, so `docker stop -t <grace>` reaches every
-process of the job. The container outlives the agent; a restarted agent finds
-it by name. Images are never pulled: a missing image is the client's error.
+A cold start does what a real host does before a training job runs, each phase
+timed: pull the image from the host's registry (`registry` setting; none: the
+image must be in the engine, a missing one is the client's error), create the
+chain's volume, stage the input channels, create the container and start it.
+A warm pool keeps all of it (sandbox.py): the image, the volume with its cache,
+the staged inputs when the channels are the same, and a ready sandbox created
+once the previous job ended, so the next matching job is a rename and a start.
+
+Containers run `--network host --init` with tini signalling the whole process
+group, so `docker stop -t <grace>` reaches every process of the job. A container
+outlives the agent; a restarted agent finds it by name.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import math
 import re
+import shutil
+import time
+from collections import defaultdict
+from pathlib import Path
 
 from qm_node_agent.errors import LaunchError, RuntimeFailure
-from qm_node_agent.launch import LaunchSpec
-from qm_node_agent.layout import CONTAINER_CACHE_DIR
+from qm_node_agent.launch import INPUT_DIR, LaunchSpec
+from qm_node_agent.layout import CONTAINER_CACHE_DIR, safe_name
 from qm_node_agent.records import AttemptRecord
 from qm_node_agent.runtime.base import ExitStatus, tail
+from qm_node_agent.runtime.sandbox import (
+    CHAIN_LABEL,
+    CONTROL_DIR,
+    JOB_SCRIPT,
+    SANDBOX_PREFIX,
+    SIZE_LABEL,
+    ChainFiles,
+    image_ref,
+    stage_inputs,
+    write_job_script,
+)
 from qm_node_agent.settings import RuntimeKind
+from quartermaster.events import StartPhases
 
 log = logging.getLogger(__name__)
 
 LOG_TAIL_LINES = 50
-_TINI_EXEC_FAILED = re.compile(r"\[FATAL tini \(\d+\)\] (exec .* failed: .*)")
+_TINI_EXEC_FAILED = re.compile(r"\[FATAL (?:tini \(\d+\)|qm-sandbox)\] (exec .* failed: .*)")
+JOB_LABEL = "org.quartermaster.job-id"
+PULL_TIMEOUT_S = 1800.0
 _NO_SUCH = ("no such container", "no such object")
 
 
@@ -80,9 +106,21 @@ async def _kill(proc: asyncio.subprocess.Process) -> None:
 
 
 class DockerJob:
-    def __init__(self, docker: DockerCli, name: str) -> None:
-        self._docker = docker
+    def __init__(
+        self,
+        runtime: DockerRuntime,
+        name: str,
+        *,
+        spec: LaunchSpec | None = None,
+        image: str = "",
+        start_phases: StartPhases | None = None,
+    ) -> None:
+        self._runtime = runtime
+        self._docker = runtime.docker
         self.name = name
+        self._spec = spec  # None when adopted: its container is removed, no sandbox follows
+        self._image = image
+        self.start_phases = start_phases
 
     @property
     def pid(self) -> int | None:
@@ -99,7 +137,7 @@ class DockerJob:
         except (ValueError, IndexError) as err:
             raise RuntimeFailure(f"docker wait {self.name} said {result.out!r}") from err
         start_error = None
-        if code in (126, 127):  # tini could not exec the command: the request is wrong
+        if code in (126, 127):  # the command could not be exec'd: the request is wrong
             match = _TINI_EXEC_FAILED.search(await self._logs(20))
             if match:
                 start_error = match.group(1)
@@ -124,33 +162,86 @@ class DockerJob:
         return result.out + result.err if result.returncode == 0 else ""
 
     async def remove(self) -> None:
-        result = await self._docker("rm", "-f", self.name)
-        if result.returncode != 0 and not result.missing():
-            log.warning("docker rm %s failed: %s", self.name, result.message)
+        """Remove the container; a job that may leave a warm pool leaves a ready sandbox."""
+        await self._runtime.remove_container(self.name)
+        if self._spec is not None and self._spec.keep_warm:
+            await self._runtime.prepare_sandbox(self._spec, self._image)
 
 
 class DockerRuntime:
     kind = RuntimeKind.DOCKER.value
 
-    def __init__(self, binary: str = "docker") -> None:
-        self._docker = DockerCli(binary)
+    def __init__(
+        self, binary: str = "docker", *, data_dir: Path | None = None, registry: str = ""
+    ) -> None:
+        self.docker = DockerCli(binary)
+        self._registry = registry
+        self._warm_root = (data_dir or Path(".")) / "warm"
+        self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._kept: set[str] | None = None  # chains the agent keeps (None: not yet told)
 
     async def launch(self, spec: LaunchSpec, record: AttemptRecord) -> DockerJob:
         if not spec.image:
             raise LaunchError.client("AlgorithmSpecification.TrainingImage is missing")
-        await self._check_image(spec.image)
-        spec.cache_dir.mkdir(parents=True, exist_ok=True)
+        async with self._locks[spec.chain_id]:
+            return await self._launch(spec, record)
+
+    async def _launch(self, spec: LaunchSpec, record: AttemptRecord) -> DockerJob:
+        files = ChainFiles(self._warm_root, spec.chain_id)
+        image = image_ref(self._registry, spec.image)
         name = record.container
-        result = await self._call("run", *run_args(spec, name))
-        if result.returncode == 0:
-            return DockerJob(self._docker, name)
-        if "is already in use by container" in result.err:
+        existing = await self._state_of(name)
+        if existing is not None:  # launched before a restart
             log.info("container %s exists already (launched before a restart): adopting", name)
-            return DockerJob(self._docker, name)
-        await self._call("rm", "-f", name)  # a failed start leaves the created container
-        if result.returncode in (126, 127) or "no such image" in result.err.lower():
-            raise LaunchError.client(result.message)
-        raise LaunchError.infrastructure(f"docker run failed: {result.message}")
+            return DockerJob(self, name, spec=spec, image=image)
+        sandbox_image = await self._sandbox_image(files.sandbox)
+        warm = sandbox_image == image
+        if sandbox_image is not None and not warm:  # the pool kept another image
+            await self.remove_container(files.sandbox)
+        t0 = time.perf_counter()
+        if not warm:
+            await self._pull(image)
+        t1 = time.perf_counter()
+        if not warm:
+            await self._ensure_volume(spec, files)
+        t2 = time.perf_counter()
+        await asyncio.to_thread(files.create)
+        staged = await asyncio.to_thread(stage_inputs, files, spec.inputs)
+        t3 = time.perf_counter()
+        command = list(spec.command)
+        if not spec.entrypoint:  # the image's ENTRYPOINT, the job's arguments or its CMD
+            command = await self._image_command(image, spec.arguments)
+        await asyncio.to_thread(write_job_script, files, spec, command, CONTAINER_CACHE_DIR)
+        if warm:
+            await self._checked("rename", files.sandbox, name)
+        else:
+            await self._create(spec, files, image, name, labels=_job_labels(spec))
+        result = await self._call("start", name)
+        if result.returncode != 0:
+            await self.remove_container(name)
+            raise LaunchError.infrastructure(f"docker start failed: {result.message}")
+        t4 = time.perf_counter()
+        phases = StartPhases(
+            pull_s=t1 - t0,
+            volume_s=t2 - t1,
+            staging_s=(t3 - t2) if staged else 0.0,
+            container_s=t4 - t3,
+            warm=warm,
+        )
+        log.info("container %s started %s: %s", name, "warm" if warm else "cold", phases)
+        return DockerJob(self, name, spec=spec, image=image, start_phases=phases)
+
+    async def _pull(self, image: str) -> None:
+        if not self._registry:  # nothing to pull from: the engine must have it
+            await self._check_image(image)
+            return
+        result = await self._call("pull", "--quiet", image, timeout_s=PULL_TIMEOUT_S)
+        if result.returncode == 0:
+            return
+        text = result.err.lower()
+        if "not found" in text or "manifest unknown" in text or "does not exist" in text:
+            raise LaunchError.client(f"image not found in {self._registry}: {image}")
+        raise LaunchError.infrastructure(f"docker pull {image} failed: {result.message}")
 
     async def _check_image(self, image: str) -> None:
         result = await self._call("image", "inspect", "--format", "{{.Id}}", image)
@@ -160,35 +251,177 @@ class DockerRuntime:
             raise LaunchError.client(f"image not found: {image}")
         raise LaunchError.infrastructure(f"docker image inspect failed: {result.message}")
 
-    async def _call(self, *args: str) -> DockerResult:
+    async def _ensure_volume(self, spec: LaunchSpec, files: ChainFiles) -> None:
+        """The chain's volume: a docker volume over its persistent cache folder."""
+        inspect = await self._call("volume", "inspect", "--format", "{{.Name}}", files.volume)
+        if inspect.returncode == 0:
+            return
+        await asyncio.to_thread(spec.cache_dir.mkdir, parents=True, exist_ok=True)
+        await self._checked(
+            "volume",
+            "create",
+            "--label",
+            f"{CHAIN_LABEL}={spec.chain_id}",
+            "--label",
+            f"{SIZE_LABEL}={spec.volume_size_gb}",
+            "--opt",
+            "type=none",
+            "--opt",
+            "o=bind",
+            "--opt",
+            f"device={spec.cache_dir}",
+            files.volume,
+        )
+
+    async def _image_command(self, image: str, arguments: tuple[str, ...]) -> list[str]:
+        """The image's ENTRYPOINT, then the job's arguments or else the image's CMD."""
+        fmt = "{{json .Config.Entrypoint}}\t{{json .Config.Cmd}}"
+        result = await self._checked("image", "inspect", "--format", fmt, image)
+        entrypoint, cmd = (json.loads(part) or [] for part in result.out.strip().split("\t"))
+        command = [*entrypoint, *(arguments or cmd)]
+        if not command:
+            raise LaunchError.client(f"{image} has no ENTRYPOINT or CMD and the job names none")
+        return command
+
+    async def _create(
+        self,
+        spec: LaunchSpec,
+        files: ChainFiles,
+        image: str,
+        name: str,
+        labels: list[str],
+    ) -> None:
+        result = await self._call("create", *create_args(spec, files, image, name, labels))
+        if result.returncode == 0:
+            return
+        await self.remove_container(name)  # a failed create may leave it half made
+        if "no such image" in result.err.lower():
+            raise LaunchError.client(result.message)
+        raise LaunchError.infrastructure(f"docker create failed: {result.message}")
+
+    async def prepare_sandbox(self, spec: LaunchSpec, image: str) -> None:
+        """Create the chain's next container now, while its pool waits for a matching job."""
+        files = ChainFiles(self._warm_root, spec.chain_id)
+        async with self._locks[spec.chain_id]:
+            if self._kept is not None and spec.chain_id not in self._kept:
+                return  # the pool ended already
+            if await self._state_of(files.sandbox) is not None:
+                return
+            try:
+                await self._create(spec, files, image, files.sandbox, labels=[f"{JOB_LABEL}="])
+            except LaunchError as err:
+                log.warning("no ready sandbox for chain %s: %s", spec.chain_id, err.reason)
+
+    async def release(self, keep: set[str]) -> None:
+        """Free the sandbox, volume and staged inputs of every chain not in `keep`."""
+        self._kept = set(keep)
+        listed = await self.docker(
+            "ps",
+            "-a",
+            "--filter",
+            f"label={CHAIN_LABEL}",
+            "--format",
+            f'{{{{.Names}}}}\t{{{{.Label "{CHAIN_LABEL}"}}}}',
+        )
+        volumes = await self.docker(
+            "volume",
+            "ls",
+            "--filter",
+            f"label={CHAIN_LABEL}",
+            "--format",
+            f'{{{{.Name}}}}\t{{{{.Label "{CHAIN_LABEL}"}}}}',
+        )
+        sandboxes = _named_chains(listed.out if listed.returncode == 0 else "")
+        chains = set(sandboxes.values()) | set(_named_chains(volumes.out).values())
+        kept_dirs = {safe_name(chain) for chain in keep}
+        if self._warm_root.exists():
+            on_disk = {path.name for path in self._warm_root.iterdir()}
+        else:
+            on_disk = set()
+        for chain in sorted(chains - keep):
+            async with self._locks[chain]:
+                if self._kept is not None and chain in self._kept:
+                    continue
+                files = ChainFiles(self._warm_root, chain)
+                log.info("freeing warm pool chain %s (sandbox, volume, inputs)", chain)
+                for name, of in sandboxes.items():
+                    if of == chain and name.startswith(SANDBOX_PREFIX):
+                        await self.remove_container(name)
+                await self.docker("volume", "rm", "-f", files.volume)
+                await asyncio.to_thread(shutil.rmtree, files.dir, True)
+        for leftover in sorted(on_disk - kept_dirs):
+            await asyncio.to_thread(shutil.rmtree, self._warm_root / leftover, True)
+
+    async def remove_container(self, name: str) -> None:
+        result = await self.docker("rm", "-f", name)
+        if result.returncode != 0 and not result.missing():
+            log.warning("docker rm %s failed: %s", name, result.message)
+
+    async def _state_of(self, name: str) -> str | None:
+        result = await self._call("inspect", "--format", "{{.State.Status}}", name)
+        return result.out.strip() if result.returncode == 0 else None
+
+    async def _sandbox_image(self, name: str) -> str | None:
+        """The image a ready (created, never started) sandbox was made from; None: none."""
+        fmt = "{{.State.Status}}\t{{.Config.Image}}"
+        result = await self._call("inspect", "--format", fmt, name)
+        if result.returncode != 0:
+            return None
+        status, _, image = result.out.strip().partition("\t")
+        if status != "created":
+            await self.remove_container(name)
+            return None
+        return image
+
+    async def _call(self, *args: str, timeout_s: float = 60.0) -> DockerResult:
         try:
-            return await self._docker(*args)
+            return await self.docker(*args, timeout_s=timeout_s)
         except RuntimeFailure as err:
             raise LaunchError.infrastructure(str(err)) from err
 
+    async def _checked(self, *args: str) -> DockerResult:
+        result = await self._call(*args)
+        if result.returncode != 0:
+            raise LaunchError.infrastructure(f"docker {args[0]} failed: {result.message}")
+        return result
+
     async def adopt(self, record: AttemptRecord) -> DockerJob | None:
         name = record.container
-        result = await self._docker("inspect", "--format", "{{.State.Status}}", name)
+        result = await self.docker("inspect", "--format", "{{.State.Status}}", name)
         if result.returncode != 0:
             if result.missing():
                 return None
             raise RuntimeFailure(f"docker inspect {name} failed: {result.message}")
         if result.out.strip() == "created":  # created, never started: the agent died in between
-            started = await self._docker("start", name)
+            started = await self.docker("start", name)
             if started.returncode != 0:
                 log.warning("cannot start leftover container %s: %s", name, started.message)
-                await self._docker("rm", "-f", name)
+                await self.docker("rm", "-f", name)
                 return None
-        return DockerJob(self._docker, name)
+        return DockerJob(self, name)
 
     async def forget(self, record: AttemptRecord) -> None:
-        await DockerJob(self._docker, record.container).remove()
+        await self.remove_container(record.container)
 
 
-def run_args(spec: LaunchSpec, name: str) -> list[str]:
-    """Arguments of `docker run` for one attempt (the image is never pulled)."""
+def _job_labels(spec: LaunchSpec) -> list[str]:
+    return [f"{JOB_LABEL}={spec.job_id}", f"org.quartermaster.attempt={spec.attempt}"]
+
+
+def _named_chains(listing: str) -> dict[str, str]:
+    pairs = (line.split("\t", 1) for line in listing.splitlines() if "\t" in line)
+    return {name: chain for name, chain in pairs if chain}
+
+
+def create_args(
+    spec: LaunchSpec, files: ChainFiles, image: str, name: str, labels: list[str]
+) -> list[str]:
+    """Arguments of `docker create`: every mount of the chain, the job script as entrypoint.
+
+    The job's environment and command are in job.sh, written just before the
+    start, so a sandbox made before its job is known can run it.
+    """
     args = [
-        "-d",
         "--name",
         name,
         "--pull",
@@ -199,17 +432,14 @@ def run_args(spec: LaunchSpec, name: str) -> list[str]:
         "-e",
         "TINI_KILL_PROCESS_GROUP=1",
         "--label",
-        f"org.quartermaster.job-id={spec.job_id}",
-        "--label",
-        f"org.quartermaster.attempt={spec.attempt}",
+        f"{CHAIN_LABEL}={spec.chain_id}",
     ]
-    for key, value in spec.environment_with_cache(CONTAINER_CACHE_DIR).items():
-        args += ["-e", f"{key}={value}"]
-    args += ["-v", f"{spec.cache_dir}:{CONTAINER_CACHE_DIR}"]
+    for label in labels:
+        args += ["--label", label]
+    args += ["--mount", f"type=volume,src={files.volume},dst={CONTAINER_CACHE_DIR}"]
+    args += ["-v", f"{files.inputs}:{INPUT_DIR}"]
+    args += ["-v", f"{files.control}:{CONTROL_DIR}:ro"]
     if spec.gpu_indexes:
         devices = ",".join(str(index) for index in spec.gpu_indexes)
         args += ["--gpus", f'"device={devices}"']
-    command = list(spec.command)
-    if spec.entrypoint:
-        args += ["--entrypoint", command.pop(0)]
-    return [*args, spec.image, *command]
+    return [*args, "--entrypoint", "/bin/sh", image, f"{CONTROL_DIR}/{JOB_SCRIPT}"]

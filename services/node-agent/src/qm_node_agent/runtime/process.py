@@ -25,6 +25,7 @@ from qm_node_agent.records import AttemptRecord
 from qm_node_agent.runtime.base import ExitStatus, tail
 from qm_node_agent.settings import RuntimeKind
 from qm_node_agent.wrapper import wrapper_argv
+from quartermaster.events import StartPhases
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,9 @@ class ProcessJob:
         self._popen = popen  # None when adopted: not our child
         self._killed = False
         self._seen_alive = False  # only then is the pid (= process group id) surely ours
+        self.start_phases: StartPhases | None = (
+            None  # a process has no image, volume or container to prepare
+        )
 
     @property
     def pid(self) -> int | None:
@@ -145,6 +149,9 @@ class ProcessRuntime:
 
     async def forget(self, record: AttemptRecord) -> None:
         """Nothing to free for a process."""
+
+    async def release(self, keep: set[str]) -> None:
+        """A process keeps only the chain's cache folder, which the agent deletes."""
 
 
 async def _until_exited(pid: int) -> None:

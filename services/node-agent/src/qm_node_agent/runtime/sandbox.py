@@ -1,0 +1,102 @@
+"""What a docker host keeps for one warm pool chain, and the job script a sandbox runs.
+
+Per chain (`DATA_DIR/warm/<chain>/`): `inputs/` (the staged channels, seen at
+/opt/ml/input/data), `inputs.json` (which channels are staged from where),
+`control/job.sh` (the next job's environment and command, seen at /opt/ml/qm).
+In the engine: the volume `qm-vol-<chain>` (over the chain's persistent cache)
+and, between two jobs, the ready sandbox `qm-sandbox-<chain>`: a container
+created with every mount, whose entrypoint runs whatever job.sh says when it
+starts. Pure file work here; the docker calls are in docker.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+from qm_node_agent.errors import LaunchError
+from qm_node_agent.launch import InputChannel, LaunchSpec
+from qm_node_agent.layout import safe_name
+
+CHAIN_LABEL = "org.quartermaster.warm-chain"
+SIZE_LABEL = "org.quartermaster.volume-size-gb"
+CONTROL_DIR = "/opt/ml/qm"
+JOB_SCRIPT = "job.sh"
+SANDBOX_PREFIX = "qm-sandbox-"
+VOLUME_PREFIX = "qm-vol-"
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ChainFiles:
+    def __init__(self, root: Path, chain_id: str) -> None:
+        self.chain_id = chain_id
+        self.dir = root / safe_name(chain_id)
+        self.inputs = self.dir / "inputs"
+        self.manifest = self.dir / "inputs.json"
+        self.control = self.dir / "control"
+        self.sandbox = SANDBOX_PREFIX + safe_name(chain_id)
+        self.volume = VOLUME_PREFIX + safe_name(chain_id)
+
+    def create(self) -> None:
+        for folder in (self.inputs, self.control):
+            folder.mkdir(parents=True, exist_ok=True)
+
+
+def stage_inputs(files: ChainFiles, channels: tuple[InputChannel, ...]) -> bool:
+    """Copy the channels into the chain's input folder; False when they are staged already."""
+    wanted = {channel.name: channel.source for channel in channels}
+    try:
+        staged = json.loads(files.manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        staged = None
+    if staged == wanted:
+        return False
+    for channel in channels:
+        if not os.path.exists(channel.source):
+            raise LaunchError.client(
+                f"InputDataConfig channel {channel.name!r}: {channel.source} does not exist"
+            )
+    files.manifest.unlink(missing_ok=True)  # a crash half way stages again next time
+    shutil.rmtree(files.inputs, ignore_errors=True)
+    files.inputs.mkdir(parents=True)
+    for channel in channels:
+        target = files.inputs / channel.name
+        if os.path.isdir(channel.source):
+            shutil.copytree(channel.source, target, symlinks=True)
+        else:
+            target.mkdir()
+            shutil.copy2(channel.source, target)
+    tmp = files.manifest.with_suffix(".tmp")
+    tmp.write_text(json.dumps(wanted), encoding="utf-8")
+    os.replace(tmp, files.manifest)
+    return True
+
+
+def write_job_script(files: ChainFiles, spec: LaunchSpec, command: list[str], cache: str) -> None:
+    """job.sh for this attempt: export its environment, then exec its command (tini is pid 1)."""
+    lines = ["# written by the node agent for one attempt"]
+    for name, value in spec.environment_with_cache(cache).items():
+        if not _ENV_NAME.match(name):
+            raise LaunchError.client(f"Environment name {name!r} is not [a-zA-Z_][a-zA-Z0-9_]*")
+        lines.append(f"export {name}={shlex.quote(value)}")
+    program = shlex.quote(command[0])
+    failed = shlex.quote(f"[FATAL qm-sandbox] exec {command[0]} failed: No such file or directory")
+    lines.append(f"command -v {program} >/dev/null 2>&1 || {{ echo {failed} >&2; exit 127; }}")
+    lines.append("exec " + " ".join(shlex.quote(word) for word in command))
+    path = files.control / JOB_SCRIPT
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def image_ref(registry: str, image: str) -> str:
+    """The image as the host pulls it: names without a registry host come from `registry`."""
+    if not registry:
+        return image
+    first = image.split("/", 1)[0]
+    has_host = "/" in image and ("." in first or ":" in first or first == "localhost")
+    return image if has_host else f"{registry.rstrip('/')}/{image}"
