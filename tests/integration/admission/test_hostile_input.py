@@ -572,7 +572,9 @@ async def all_pages(c: Client, queue: str = "q", size: int = 2) -> tuple[list[st
     while True:
         reply = await c.call(
             c.jobs.ListServiceJobs,
-            pb.ListServiceJobsRequest(job_queue=queue, max_results=size, next_token=token),
+            pb.ListServiceJobsRequest(
+                job_queue=queue, max_results=size, next_token=token, all_statuses=True
+            ),
         )
         ids.extend(j.job_id for j in reply.job_summary_list)
         token = reply.next_token
@@ -591,7 +593,7 @@ async def test_a_valid_token_pages_through_every_job_once(admission: Client) -> 
     await set_up_queue(c)
     submitted = [await submit(c, job(name=f"j{i}")) for i in range(5)]
     ids, tokens = await all_pages(c)
-    assert ids == submitted
+    assert ids == submitted[::-1]  # newest first, as AWS
     assert len(tokens) == 2
     # Lists admission cuts itself (offset tokens) are sealed the same way.
     for name in ("env2", "env3"):
@@ -619,8 +621,9 @@ async def test_a_valid_token_pages_through_every_job_once(admission: Client) -> 
 async def test_a_forged_edited_or_truncated_token_is_refused(admission: Client) -> None:
     c = admission
     await set_up_queue(c)
-    first, second = await submit(c, job(name="a")), await submit(c, job(name="b"))
+    # Newest first: the first page holds the last job submitted.
     await submit(c, job(name="c"))
+    second, first = await submit(c, job(name="b")), await submit(c, job(name="a"))
     _, (token, *_) = await all_pages(c, size=1)
     inner, _, mac = token.rpartition(".")
     # The same key, moved to another job: the old server took this and skipped ahead.
@@ -651,14 +654,18 @@ async def test_a_forged_edited_or_truncated_token_is_refused(admission: Client) 
     before = await c.log.last_seq()
     for bad in forged:
         call = c.jobs.ListServiceJobs(
-            pb.ListServiceJobsRequest(job_queue="q", max_results=1, next_token=bad)
+            pb.ListServiceJobsRequest(
+                job_queue="q", max_results=1, next_token=bad, all_statuses=True
+            )
         )
         assert await rejected(call) == (INVALID, "next_token"), bad
     assert await c.log.last_seq() == before
     # The genuine token still works.
     reply = await c.call(
         c.jobs.ListServiceJobs,
-        pb.ListServiceJobsRequest(job_queue="q", max_results=1, next_token=token),
+        pb.ListServiceJobsRequest(
+            job_queue="q", max_results=1, next_token=token, all_statuses=True
+        ),
     )
     assert [j.job_id for j in reply.job_summary_list] == [second]
 
@@ -670,11 +677,14 @@ async def test_replicas_with_one_secret_accept_each_others_tokens(start_admissio
     await set_up_queue(a)
     submitted = [await submit(a, job(name=f"j{i}")) for i in range(3)]
     first = await a.call(
-        a.jobs.ListServiceJobs, pb.ListServiceJobsRequest(job_queue="q", max_results=2)
+        a.jobs.ListServiceJobs,
+        pb.ListServiceJobsRequest(job_queue="q", max_results=2, all_statuses=True),
     )
-    request = pb.ListServiceJobsRequest(job_queue="q", max_results=2, next_token=first.next_token)
+    request = pb.ListServiceJobsRequest(
+        job_queue="q", max_results=2, next_token=first.next_token, all_statuses=True
+    )
     rest = await b.call(b.jobs.ListServiceJobs, request, min_seq=a.seq)
-    assert [j.job_id for j in [*first.job_summary_list, *rest.job_summary_list]] == submitted
+    assert [j.job_id for j in [*first.job_summary_list, *rest.job_summary_list]] == submitted[::-1]
     assert await rejected(other.call(other.jobs.ListServiceJobs, request, min_seq=a.seq)) == (
         INVALID,
         "next_token",

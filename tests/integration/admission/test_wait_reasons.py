@@ -56,7 +56,9 @@ async def test_a_waiting_job_says_why_in_describe_list_and_the_queue_snapshot(
     assert behind.wait_reason.code == pb.WAIT_REASON_CODE_BEHIND_IN_SHARE
     assert (behind.wait_reason.jobs_ahead, list(behind.wait_reason.job_ids)) == (1, [first])
 
-    listed = await c.call(c.jobs.ListServiceJobs, pb.ListServiceJobsRequest(job_queue="q"))
+    listed = await c.call(
+        c.jobs.ListServiceJobs, pb.ListServiceJobsRequest(job_queue="q", all_statuses=True)
+    )
     assert {j.job_id: j.wait_reason.code for j in listed.job_summary_list} == {
         first: pb.WAIT_REASON_CODE_NOT_ENOUGH_FREE_HOSTS,
         second: pb.WAIT_REASON_CODE_BEHIND_IN_SHARE,
@@ -154,7 +156,9 @@ async def test_the_python_client_and_qm_dry_run_a_submission(
     def submit_dry_run() -> Any:
         with Quartermaster(address, insecure=True) as client:
             payload = training_job(command=["true"], instance_type=UNIT)
-            return TrainingQueue("q", client).submit(payload, "probe", "QS2", dry_run=True)
+            return TrainingQueue("q", client).dry_run(
+                payload, job_name="probe", quota_share_name="QS2"
+            )
 
     # when
     result = await asyncio.to_thread(submit_dry_run)

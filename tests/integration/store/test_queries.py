@@ -53,7 +53,8 @@ class Projected:
         return sorted(jobs, key=lambda j: (j.created_at, j.job_id))
 
     def summaries(self, keep: Any = lambda job: True) -> list[dict[str, Any]]:
-        return [docs.job_summary(docs.job_doc(self.state, j)) for j in self.jobs(keep)]
+        """Job summaries newest first, the order ListServiceJobs answers in (as AWS)."""
+        return [docs.job_summary(docs.job_doc(self.state, j)) for j in self.jobs(keep)][::-1]
 
 
 @pytest_asyncio.fixture
@@ -87,7 +88,7 @@ async def test_describe_job_gives_the_detail_or_none(projected: Projected) -> No
     assert await projected.read.describe_job("nope") is None
 
 
-async def test_list_jobs_pages_through_every_job_oldest_first(projected: Projected) -> None:
+async def test_list_jobs_pages_through_every_job_newest_first(projected: Projected) -> None:
     everything, token = await projected.read.list_jobs("q", max_results=1000)
     assert token is None
     assert everything == projected.summaries()
@@ -110,15 +111,16 @@ async def test_list_jobs_filters_by_share_status_and_name(projected: Projected) 
     assert (await read.list_jobs("q", status="JOB_STATUS_RUNNABLE"))[0] == runnable
     assert (await read.list_jobs("q", status="JOB_STATUS_UNSPECIFIED"))[0] == projected.summaries()
     qs2_runnable, _ = await read.list_jobs("q", quota_share="QS2", status="RUNNABLE")
-    assert [s["job_id"] for s in qs2_runnable] == ["qs2_job_1", "q2a", "q2b", "q2c"]
-    assert [s["job_id"] for s in (await read.list_jobs("q", job_name="warm*"))[0]] == [
-        "warm1",
+    assert [s["job_id"] for s in qs2_runnable] == ["q2c", "q2b", "q2a", "qs2_job_1"]
+    # JOB_NAME as AWS: case-insensitive; a trailing * matches a prefix, nothing else is a wildcard.
+    assert [s["job_id"] for s in (await read.list_jobs("q", job_name="WARM*"))[0]] == [
         "warm2",
+        "warm1",
     ]
-    assert [s["job_id"] for s in (await read.list_jobs("q", job_name="q?a"))[0]] == ["q2a", "q3a"]
-    assert [s["job_id"] for s in (await read.list_jobs("q", job_name="flaky"))[0]] == ["flaky"]
+    assert (await read.list_jobs("q", job_name="q?a"))[0] == []
+    assert [s["job_id"] for s in (await read.list_jobs("q", job_name="FLaky"))[0]] == ["flaky"]
     assert (await read.list_jobs("q", job_name="fla"))[0] == []
-    assert (await read.list_jobs("q", job_name="q2_"))[0] == []  # _ is no wildcard
+    assert (await read.list_jobs("q", job_name="q2_*"))[0] == []  # _ is no wildcard
 
 
 async def test_list_jobs_filters_by_creation_time_in_ms(projected: Projected) -> None:
@@ -137,7 +139,7 @@ async def test_list_jobs_filters_by_creation_time_in_ms(projected: Projected) ->
     window, _ = await projected.read.list_jobs(
         "q", after_created_at=pivot_ms - 1002, before_created_at=pivot_ms + 1002
     )
-    assert [s["job_id"] for s in window] == ["q2a", "q2b", "q2c"]
+    assert [s["job_id"] for s in window] == ["q2c", "q2b", "q2a"]
 
 
 async def test_bad_tokens_and_filters_are_refused(projected: Projected) -> None:
