@@ -67,12 +67,14 @@ def main() -> None:
             bulk = TrainingQueue("bulk", c)
             cold = training_job(command=["true"], instance_type="ml.p5.48xlarge")
 
-            warm = queue.submit(job("exit 0"), "warm-up", "A")  # first launch imports the wrapper
+            warm = queue.submit(
+                job("exit 0"), job_name="warm-up", quota_share_name="A"
+            )  # first launch imports the wrapper
             wait_status(c, warm.job_id, pb.JOB_STATUS_SUCCEEDED)
             latencies = []
             for i in range(rounds):
                 t0 = time.perf_counter()
-                j = queue.submit(job("exit 0"), f"lat{i}", "A")
+                j = queue.submit(job("exit 0"), job_name=f"lat{i}", quota_share_name="A")
                 latencies.append(wait_status(c, j.job_id, pb.JOB_STATUS_RUNNING) - t0)
                 wait_status(c, j.job_id, pb.JOB_STATUS_SUCCEEDED)
             print(
@@ -85,7 +87,7 @@ def main() -> None:
             n = 200 if args.quick else 1000
             t0 = time.perf_counter()
             for i in range(n):
-                bulk.submit(cold, f"seq{i}", "BULK")
+                bulk.submit(cold, job_name=f"seq{i}", quota_share_name="BULK")
             dt = time.perf_counter() - t0
             print(f"SubmitServiceJob, sequential, one client: {n / dt:,.0f} jobs/s")
 
@@ -93,7 +95,7 @@ def main() -> None:
                 with Quartermaster(stack.address) as own:
                     q = TrainingQueue("bulk", own)
                     for i in range(n // 16):
-                        q.submit(cold, f"par{k}x{i}", "BULK")
+                        q.submit(cold, job_name=f"par{k}x{i}", quota_share_name="BULK")
 
             t0 = time.perf_counter()
             with ThreadPoolExecutor(16) as pool:
@@ -105,21 +107,33 @@ def main() -> None:
             t0 = time.perf_counter()
             total = 0
             for b in range(4 if args.quick else 10):
-                total += len(bulk.map(cold, [f"bulk{b}x{i}" for i in range(batch)], "BULK"))
+                total += len(
+                    bulk.map(
+                        cold,
+                        job_names=[f"bulk{b}x{i}" for i in range(batch)],
+                        quota_share_name="BULK",
+                    )
+                )
             dt = time.perf_counter() - t0
             print(f"SubmitServiceJobs (bulk, {batch} per call): {total / dt:,.0f} jobs/s")
 
             # Reclaim: A borrows B's unit; B's job arrives; time until B's job runs.
             reclaim = []
             for i in range(5 if args.quick else 10):
-                held = queue.submit(job("trap 'exit 143' TERM; sleep 600 & wait"), f"own{i}", "A")
+                held = queue.submit(
+                    job("trap 'exit 143' TERM; sleep 600 & wait"),
+                    job_name=f"own{i}",
+                    quota_share_name="A",
+                )
                 borrower = queue.submit(
-                    job("trap 'exit 143' TERM; sleep 600 & wait"), f"borrow{i}", "A"
+                    job("trap 'exit 143' TERM; sleep 600 & wait"),
+                    job_name=f"borrow{i}",
+                    quota_share_name="A",
                 )
                 wait_status(c, held.job_id, pb.JOB_STATUS_RUNNING)
                 wait_status(c, borrower.job_id, pb.JOB_STATUS_RUNNING)
                 t0 = time.perf_counter()
-                owner = queue.submit(job("exit 0"), f"owner{i}", "B")
+                owner = queue.submit(job("exit 0"), job_name=f"owner{i}", quota_share_name="B")
                 reclaim.append(wait_status(c, owner.job_id, pb.JOB_STATUS_SCHEDULED) - t0)
                 wait_status(c, owner.job_id, pb.JOB_STATUS_SUCCEEDED)
                 for j in (held, borrower):

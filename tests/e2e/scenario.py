@@ -60,14 +60,16 @@ def play_seed_scenario(c: Quartermaster, **payload: Any) -> None:
             ("QS3", 1, "RESERVE", None, False),
         ],
     )
-    high = queue.submit(shell(LONG, **payload), "high", "QS1", priority=3)
-    med = queue.submit(shell(LONG, **payload), "med", "QS1", priority=2)
-    low = queue.submit(shell(LONG, **payload), "low", "QS1", priority=1)
+    high = queue.submit(shell(LONG, **payload), job_name="high", quota_share_name="QS1", priority=3)
+    med = queue.submit(shell(LONG, **payload), job_name="med", quota_share_name="QS1", priority=2)
+    low = queue.submit(shell(LONG, **payload), job_name="low", quota_share_name="QS1", priority=1)
     until("high and med run", lambda: status(c, high.job_id) == status(c, med.job_id) == "RUNNING")
     assert status(c, low.job_id) == "RUNNABLE"
     med_hosts = list(c.describe_job(med.job_id).attempts[-1].host_ids)
 
-    qs2 = queue.submit(shell(LONG, **payload), "qs2_job_1", "QS2", priority=1)
+    qs2 = queue.submit(
+        shell(LONG, **payload), job_name="qs2_job_1", quota_share_name="QS2", priority=1
+    )
     until("qs2_job_1 runs", lambda: status(c, qs2.job_id) == "RUNNING")
     med_detail = c.describe_job(med.job_id)
     assert status(c, med.job_id) == "RUNNABLE"

@@ -127,10 +127,10 @@ def test_docker_runtime_jobs_are_containers_removed_with_the_stack() -> None:
         c = stack.client
         queue = setup_queue(c, 1, [("A", 1, "RESERVE", None, False)])
         job = training_job(image=JOB_IMAGE, command=["sh", "-c", "exit 3"], instance_type=UNIT)
-        failed = queue.submit(job, "exits-3", "A")
-        assert failed.wait(timeout=60).attempts[-1].exit_code == 3
+        failed = queue.submit(job, job_name="exits-3", quota_share_name="A")
+        assert failed.wait(timeout=60)["attempts"][-1]["exitCode"] == 3
         job = training_job(image=JOB_IMAGE, command=["sh", "-c", LONG], instance_type=UNIT)
-        running = queue.submit(job, "long", "A")
+        running = queue.submit(job, job_name="long", quota_share_name="A")
         until("long runs", lambda: status(c, running.job_id) == "RUNNING")
         until("its container runs", lambda: bool(labelled(f"{JOB_LABEL}={running.job_id}")))
     assert labelled(f"{JOB_LABEL}={running.job_id}") == []
@@ -167,12 +167,12 @@ def test_the_standby_scheduler_takes_over_when_the_leader_is_killed() -> None:
         c = stack.client
         queue = setup_queue(c, 1, [("A", 1, "RESERVE", None, False)])
         job = training_job(command=["sh", "-c", "exit 0"], instance_type=UNIT)
-        first = queue.submit(job, "first", "A")
+        first = queue.submit(job, job_name="first", quota_share_name="A")
         until("first succeeded", lambda: status(c, first.job_id) == "SUCCEEDED")
         first_leader = leader(stack)
         assert first_leader is not None
         stack.containers[first_leader].get_wrapped_container().kill()
-        second = queue.submit(job, "second", "A")
+        second = queue.submit(job, job_name="second", quota_share_name="A")
         until("second succeeded", lambda: status(c, second.job_id) == "SUCCEEDED")
         assert leader(stack) not in (None, first_leader)
         killed = stack.containers[first_leader].get_wrapped_container()

@@ -51,23 +51,25 @@ def test_jobs_run_in_containers_and_preemption_stops_them(
         "test -d /opt/ml/sagemaker/warmpoolcache && "
         'test "$SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY" = /opt/ml/sagemaker/warmpoolcache'
     )
-    ok = queue.submit(container_job(env_check), "env-check", "A")
+    ok = queue.submit(container_job(env_check), job_name="env-check", quota_share_name="A")
     until("container job succeeded", lambda: status(c, ok.job_id) == "SUCCEEDED", timeout=60)
-    failing = queue.submit(container_job("echo boom >&2; exit 3"), "fails", "A")
+    failing = queue.submit(
+        container_job("echo boom >&2; exit 3"), job_name="fails", quota_share_name="A"
+    )
     until("container job failed", lambda: status(c, failing.job_id) == "FAILED", timeout=60)
     detail = c.describe_job(failing.job_id)
     assert detail.attempts[-1].exit_code == 3
 
     # A borrows B's unit; B's job reclaims it: the container gets SIGTERM and stops.
     long = "trap 'exit 143' TERM; while true; do sleep 0.2; done"
-    own = queue.submit(container_job(long), "own", "A")
-    borrowed = queue.submit(container_job(long), "borrowed", "A")
+    own = queue.submit(container_job(long), job_name="own", quota_share_name="A")
+    borrowed = queue.submit(container_job(long), job_name="borrowed", quota_share_name="A")
     until(
         "both run",
         lambda: status(c, own.job_id) == status(c, borrowed.job_id) == "RUNNING",
         timeout=60,
     )
-    owner = queue.submit(container_job("exit 0"), "owner", "B")
+    owner = queue.submit(container_job("exit 0"), job_name="owner", quota_share_name="B")
     until("owner succeeded", lambda: status(c, owner.job_id) == "SUCCEEDED", timeout=60)
     victim = c.describe_job(borrowed.job_id)
     assert victim.preemption_summary.preempted_attempt_count == 1

@@ -14,14 +14,16 @@ def test_restarts_lose_and_duplicate_nothing(make_stack: StackFactory, tmp_path:
     queue = setup_queue(c, 2, [("A", 2, "LEND_AND_BORROW", None, False)])
     starts = tmp_path / "starts"
     script = f'echo "$QM_JOB_ID $QM_ATTEMPT" >> {starts}; sleep 3'
-    jobs = [queue.submit(shell(script), f"job{i}", "A") for i in range(4)]
+    jobs = [queue.submit(shell(script), job_name=f"job{i}", quota_share_name="A") for i in range(4)]
     until("two jobs run", lambda: sum(status(c, j.job_id) == "RUNNING" for j in jobs) == 2)
     running = [j.job_id for j in jobs if status(c, j.job_id) == "RUNNING"]
 
     stack.restart("scheduler")
     stack.restart("node-1")
     stack.restart("admission")
-    more = [queue.submit(shell(script), f"late{i}", "A") for i in range(2)]  # same channel
+    more = [
+        queue.submit(shell(script), job_name=f"late{i}", quota_share_name="A") for i in range(2)
+    ]  # same channel
     everything = jobs + more
     until(
         "all succeeded",

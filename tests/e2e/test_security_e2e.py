@@ -39,6 +39,7 @@ ADMIN_ONLY = {
     "UpdateQuotaShare",
     "DeleteQuotaShare",
     "DrainNode",
+    "UndrainNode",
 }
 WRITES = ADMIN_ONLY | {
     "SubmitServiceJob",
@@ -158,8 +159,8 @@ def test_a_member_sees_and_changes_only_its_own_shares_jobs(secured: Secured) ->
     admin = secured.client(admin_token)
     a = secured.client(secured.token("team-a", Role.MEMBER, f"{QUEUE}/A"))
     b = secured.client(secured.token("team-b", Role.MEMBER, f"{QUEUE}/B"))
-    mine = TrainingQueue(QUEUE, a).submit(shell(LONG), "a-job", "A")
-    theirs = TrainingQueue(QUEUE, b).submit(shell(LONG), "b-job", "B")
+    mine = TrainingQueue(QUEUE, a).submit(shell(LONG), job_name="a-job", quota_share_name="A")
+    theirs = TrainingQueue(QUEUE, b).submit(shell(LONG), job_name="b-job", quota_share_name="B")
     until(
         "both run", lambda: status(admin, mine.job_id) == status(admin, theirs.job_id) == "RUNNING"
     )
@@ -171,7 +172,9 @@ def test_a_member_sees_and_changes_only_its_own_shares_jobs(secured: Secured) ->
         assert err.value.code == grpc.StatusCode.PERMISSION_DENIED, err.value
         return err.value.details
 
-    assert "not a member" in denied(lambda: TrainingQueue(QUEUE, a).submit(shell("true"), "x", "B"))
+    assert "not a member" in denied(
+        lambda: TrainingQueue(QUEUE, a).submit(shell("true"), job_name="x", quota_share_name="B")
+    )
     assert "jobs:read" in denied(lambda: a.describe_job(theirs.job_id))
     assert "jobs:update" in denied(
         lambda: a.call(

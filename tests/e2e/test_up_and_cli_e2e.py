@@ -25,15 +25,15 @@ def test_restart_on_the_same_data_dir_resumes_with_nothing_lost(tmp_path: Path) 
     with StackThread(settings) as stack:
         c = Quartermaster(stack.address, credentials_dir=stack.credentials_dir)
         queue = setup_queue(c, 1, [("A", 1, "LEND_AND_BORROW", None, False)])
-        running = queue.submit(shell(LONG), "running", "A")
-        waiting = queue.submit(shell("exit 0"), "waiting", "A")
+        running = queue.submit(shell(LONG), job_name="running", quota_share_name="A")
+        waiting = queue.submit(shell("exit 0"), job_name="waiting", quota_share_name="A")
         until("running", lambda: status(c, running.job_id) == "RUNNING")
         c.close()
     with StackThread(settings) as stack:  # embedded NATS and Postgres come back on their data
         c = Quartermaster(stack.address, credentials_dir=stack.credentials_dir)
         assert status(c, running.job_id) == "RUNNING"  # re-adopted by the restarted agent
         assert status(c, waiting.job_id) == "RUNNABLE"
-        TrainingQueuedJob(c, running.job_id, "running").terminate("done")
+        TrainingQueuedJob(running.job_id, "running", client=c).terminate("done")
         until("waiting ran", lambda: status(c, waiting.job_id) == "SUCCEEDED", timeout=60)
         assert len(c.describe_job(running.job_id).attempts) == 1
         c.close()

@@ -19,7 +19,11 @@ def test_warm_pool_chain(make_stack: StackFactory) -> None:
     c = client_for(stack)
     queue = setup_queue(c, 2, [("A", 2, "LEND_AND_BORROW", None, False)])
 
-    a = queue.submit(shell(f"echo from-a > {CACHE}/marker", keep_alive_seconds=60), "a", "A")
+    a = queue.submit(
+        shell(f"echo from-a > {CACHE}/marker", keep_alive_seconds=60),
+        job_name="a",
+        quota_share_name="A",
+    )
     until("a succeeded", lambda: status(c, a.job_id) == "SUCCEEDED")
     until("a's pool Available", lambda: pool_status(c, a.job_id) == pb.WARM_POOL_STATUS_AVAILABLE)
     a_host = c.describe_job(a.job_id).attempts[-1].host_ids[0]
@@ -28,14 +32,20 @@ def test_warm_pool_chain(make_stack: StackFactory) -> None:
     assert [p.job_id for p in c.list_warm_pools("AVAILABLE")] == [a.job_id]
 
     # A job with another RoleArn does not match: it runs cold on the other host.
-    other = queue.submit(shell("exit 0", role_arn="arn:aws:iam::1:role/other"), "other", "A")
+    other = queue.submit(
+        shell("exit 0", role_arn="arn:aws:iam::1:role/other"),
+        job_name="other",
+        quota_share_name="A",
+    )
     until("other succeeded", lambda: status(c, other.job_id) == "SUCCEEDED")
     assert c.describe_job(other.job_id).attempts[-1].host_ids[0] != a_host
     assert pool_status(c, a.job_id) == pb.WARM_POOL_STATUS_AVAILABLE
 
     # A matching job reuses the pool and finds the cache left by a.
     b = queue.submit(
-        shell(f"grep -q from-a {CACHE}/marker || exit 3", keep_alive_seconds=2), "b", "A"
+        shell(f"grep -q from-a {CACHE}/marker || exit 3", keep_alive_seconds=2),
+        job_name="b",
+        quota_share_name="A",
     )
     until("b succeeded", lambda: status(c, b.job_id) == "SUCCEEDED")
     a_pool = c.describe_job(a.job_id).warm_pool_status

@@ -88,14 +88,14 @@ def _scenario(client: Quartermaster, unit: str) -> None:
     )
 
     print(f"\n[{next(step)}] QS1 submits high (3), med (2), low (1)")
-    high = queue.submit(long_job, "high", "QS1", priority=3)
-    med = queue.submit(long_job, "med", "QS1", priority=2)
-    low = queue.submit(long_job, "low", "QS1", priority=1)
+    high = queue.submit(long_job, job_name="high", quota_share_name="QS1", priority=3)
+    med = queue.submit(long_job, job_name="med", quota_share_name="QS1", priority=2)
+    low = queue.submit(long_job, job_name="low", quota_share_name="QS1", priority=1)
     _until("high and med running", lambda: _status(high) == _status(med) == "RUNNING")
     print("  -> high and med run (med on capacity lent by QS2); low waits: QS3's unit is held back")
 
     print(f"\n[{next(step)}] QS2 submits qs2_job_1: QS2 reclaims its lent unit")
-    qs2 = queue.submit(long_job, "qs2_job_1", "QS2", priority=1)
+    qs2 = queue.submit(long_job, job_name="qs2_job_1", quota_share_name="QS2", priority=1)
     _until("qs2_job_1 running", lambda: _status(qs2) == "RUNNING")
     print(f"  -> med preempted and back to {_status(med)}; qs2_job_1 runs on the freed host")
 
@@ -114,13 +114,13 @@ def _scenario(client: Quartermaster, unit: str) -> None:
         instance_type=unit,
         keep_alive_seconds=120,
     )
-    first = queue.submit(short, "warm_a", "QS3")
+    first = queue.submit(short, job_name="warm_a", quota_share_name="QS3")
     first.wait(timeout=120)
-    _until("pool available", lambda: first.describe().warm_pool_status.status == 1)
+    _until("pool available", lambda: client.describe_job(first.job_id).warm_pool_status.status == 1)
     print("  -> warm_a SUCCEEDED; its host is kept warm (Available)")
-    second = queue.submit(short, "warm_b", "QS3")
+    second = queue.submit(short, job_name="warm_b", quota_share_name="QS3")
     second.wait(timeout=120)
-    a, b = first.describe(), second.describe()
+    a, b = client.describe_job(first.job_id), client.describe_job(second.job_id)
     print(
         f"  -> warm_b reused it: warm_a {enum_name(a.warm_pool_status, 'status')} "
         f"(reused by {a.warm_pool_status.reused_by_job[:8]}, billable "

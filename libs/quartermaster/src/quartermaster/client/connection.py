@@ -3,10 +3,16 @@
 Every write answers with the log position it reached (`x-qm-seq`); the client
 sends the highest it has seen (`x-qm-min-seq`) with each read, so a describe
 right after a submit sees the submit, whichever admission instance answers.
+
+The address is the argument, else `QM_ADDRESS`, else 127.0.0.1:50051 (`qm up`);
+`default_client()` is the one client of a process that SDK-shaped objects built
+without a `client=` share (like boto3's default session).
 """
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,6 +25,8 @@ from quartermaster.api.qm.v1 import quartermaster_pb2_grpc as rpc
 from quartermaster.client.credentials import find_credentials
 
 R = TypeVar("R", bound=Message)
+
+DEFAULT_ADDRESS = "127.0.0.1:50051"
 
 STRATEGIES = {
     "RESERVE": pb.SHARING_STRATEGY_RESERVE,
@@ -52,7 +60,7 @@ class Quartermaster:
 
     def __init__(
         self,
-        address: str = "127.0.0.1:50051",
+        address: str | None = None,
         timeout: float = 30.0,
         *,
         token: str | None = None,
@@ -60,12 +68,12 @@ class Quartermaster:
         credentials_dir: str | Path | None = None,
         insecure: bool | None = None,
     ) -> None:
-        self.address = address
+        self.address = address or os.environ.get("QM_ADDRESS") or DEFAULT_ADDRESS
         self.timeout = timeout
         self.credentials = find_credentials(
             token=token, ca_file=ca_file, credentials_dir=credentials_dir, insecure=insecure
         )
-        self.channel = self.credentials.channel(address)
+        self.channel = self.credentials.channel(self.address)
         self.quota = rpc.QuotaManagementStub(self.channel)  # type: ignore[no-untyped-call]
         self.jobs = rpc.ServiceJobsStub(self.channel)  # type: ignore[no-untyped-call]
         self.pools = rpc.WarmPoolsStub(self.channel)  # type: ignore[no-untyped-call]
@@ -277,3 +285,16 @@ class Quartermaster:
 
     def undrain_node(self, host_id: str) -> Any:
         return self.call(self.nodes.UndrainNode, pb.UndrainNodeRequest(host_id=host_id))
+
+
+_default: Quartermaster | None = None
+_default_lock = threading.Lock()
+
+
+def default_client() -> Quartermaster:
+    """The process's shared client, made on first use from the environment."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Quartermaster()
+        return _default

@@ -11,6 +11,7 @@ with none (or `insecure`) the channel is plaintext, for `qm up --insecure`.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,7 +19,45 @@ from pathlib import Path
 import grpc
 import msgspec
 
+from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
+
 DEFAULT_DATA_DIR = ".qm-data"
+
+
+def _read_methods() -> list[dict[str, str]]:
+    """The unary reads of qm.v1 (Describe*, List*, Get*): safe to send again."""
+    return [
+        {"service": service.full_name, "method": method.name}
+        for service in pb.DESCRIPTOR.services_by_name.values()
+        for method in service.methods
+        if method.name.startswith(("Describe", "List", "Get")) and not method.server_streaming
+    ]
+
+
+# Reads are retried on UNAVAILABLE (an admission replica restarting, the read model
+# behind) with backoff; writes are not (a submit without a client token could run
+# twice). Keepalive pings every 30 s notice a dead connection; admission accepts them.
+SERVICE_CONFIG = {
+    "methodConfig": [
+        {
+            "name": _read_methods(),
+            "retryPolicy": {
+                "maxAttempts": 4,
+                "initialBackoff": "0.2s",
+                "maxBackoff": "2s",
+                "backoffMultiplier": 2,
+                "retryableStatusCodes": ["UNAVAILABLE"],
+            },
+        }
+    ]
+}
+CHANNEL_OPTIONS: list[tuple[str, str | int]] = [
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.enable_retries", 1),
+    ("grpc.service_config", json.dumps(SERVICE_CONFIG)),
+]
 
 
 class ClientCredentials(msgspec.Struct, frozen=True, kw_only=True):
@@ -28,12 +67,12 @@ class ClientCredentials(msgspec.Struct, frozen=True, kw_only=True):
 
     def channel(self, address: str) -> grpc.Channel:
         if self.insecure or not self.ca_pem:
-            return grpc.insecure_channel(address)
+            return grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
         tls = grpc.ssl_channel_credentials(root_certificates=self.ca_pem)
         if self.token:
             token = grpc.access_token_call_credentials(self.token)
             tls = grpc.composite_channel_credentials(tls, token)
-        return grpc.secure_channel(address, tls)
+        return grpc.secure_channel(address, tls, options=CHANNEL_OPTIONS)
 
 
 def _truthy(value: str | None) -> bool:

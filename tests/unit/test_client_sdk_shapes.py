@@ -1,0 +1,121 @@
+"""The SDK-shaped client's translations: protobuf answers as boto3 dicts, SDK dicts and
+the trainer builder as requests."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
+from quartermaster.client import Compute, ModelTrainer, SourceCode, StoppingCondition
+from quartermaster.client.queued_job import job_id_of
+from quartermaster.client.shapes import (
+    enum_text,
+    job_detail,
+    preemption_configuration,
+    retry_strategy,
+    timeout_config,
+)
+from quartermaster.client.training_queue import TrainingQueue
+
+
+def test_a_job_detail_reads_as_describe_service_job_does_in_boto3() -> None:
+    detail = pb.ServiceJobDetail(
+        job_id="j1",
+        job_name="train",
+        job_arn="arn:aws:batch:local:000000000000:job/j1",
+        job_queue="q",
+        quota_share_name="QS1",
+        service_job_type="SAGEMAKER_TRAINING",
+        status=pb.JOB_STATUS_RUNNABLE,
+        status_reason="Preempted",
+        created_at=1_700_000_000_123,
+        attempts=[pb.ServiceJobAttemptDetail(host_ids=["node-1"], started_at=5, exit_code=0)],
+        preemption_summary=pb.ServiceJobPreemptionSummary(preempted_attempt_count=1),
+        warm_pool_status=pb.WarmPoolStatusDetail(status=pb.WARM_POOL_STATUS_AVAILABLE),
+        tags={"team": "a"},
+    )
+    shown = job_detail(detail)
+    assert shown["status"] == "RUNNABLE"
+    assert shown["jobArn"].endswith("job/j1") and shown["jobName"] == "train"
+    assert shown["quotaShareName"] == "QS1" and shown["statusReason"] == "Preempted"
+    assert shown["createdAt"] == 1_700_000_000_123 and isinstance(shown["createdAt"], int)
+    assert shown["schedulingPriority"] == 0 and shown["isTerminated"] is False
+    # An optional member set to 0 is shown (exitCode 0 is an exit); unset ones are left out.
+    assert shown["attempts"] == [{"hostIds": ["node-1"], "startedAt": 5, "exitCode": 0}]
+    assert shown["preemptionSummary"] == {"preemptedAttemptCount": 1}
+    assert shown["warmPoolStatus"] == {"status": "AVAILABLE"}
+    assert shown["tags"] == {"team": "a"}
+    assert "stoppedAt" not in shown and "waitReason" not in shown
+    json.dumps(shown)  # plain data
+
+
+def test_enum_text_strips_the_type_prefix_and_hides_unspecified() -> None:
+    assert enum_text(pb.JobStatus.DESCRIPTOR, pb.JOB_STATUS_SUCCEEDED) == "SUCCEEDED"
+    assert enum_text(pb.SharingStrategy.DESCRIPTOR, pb.SHARING_STRATEGY_LEND_AND_BORROW) == (
+        "LEND_AND_BORROW"
+    )
+    assert enum_text(pb.JobStatus.DESCRIPTOR, 0) == ""
+
+
+def test_sdk_dicts_become_request_fields() -> None:
+    retry = retry_strategy(
+        {"attempts": 3, "evaluateOnExit": [{"action": "exit", "onExitCode": "137"}]}
+    )
+    assert retry.attempts == 3
+    assert retry.evaluate_on_exit[0].action == pb.RETRY_ACTION_EXIT
+    assert retry.evaluate_on_exit[0].on_exit_code == "137"
+    assert timeout_config({"attemptDurationSeconds": 60}).attempt_duration_seconds == 60
+    assert preemption_configuration({"preemptionRetriesBeforeTermination": 0}).HasField(
+        "preemption_retries_before_termination"
+    )
+    assert not preemption_configuration({}).HasField("preemption_retries_before_termination")
+    with pytest.raises(ValueError):
+        retry_strategy({"evaluateOnExit": [{"action": "SOMETIMES"}]})
+
+
+def test_the_trainer_builds_the_create_training_job_payload() -> None:
+    trainer = ModelTrainer(
+        training_image="my/image:1",
+        source_code=SourceCode(command="echo 'Hello World'"),
+        base_job_name="hello-world",
+        compute=Compute(instance_type="ml.g5.xlarge", instance_count=2),
+        stopping_condition=StoppingCondition(max_runtime_in_seconds=300),
+        tags=[{"Key": "team", "Value": "a"}],
+    )
+    payload = trainer.training_job_payload({"train": "s3://bucket/data"})
+    assert payload["TrainingJobName"].startswith("hello-world-")
+    spec = payload["AlgorithmSpecification"]
+    assert spec["ContainerEntrypoint"] == ["sh"]
+    assert spec["ContainerArguments"] == ["-c", "echo 'Hello World'"]
+    assert payload["ResourceConfig"]["InstanceCount"] == 2
+    assert payload["StoppingCondition"] == {"MaxRuntimeInSeconds": 300}
+    assert payload["InputDataConfig"][0]["ChannelName"] == "train"
+    script = ModelTrainer(source_code=SourceCode(entry_script="train.py")).command()
+    assert script == ["python", "train.py"]
+
+
+def test_job_ids_come_from_arns() -> None:
+    assert job_id_of("arn:aws:batch:local:000000000000:job/abc") == "abc"
+    assert job_id_of("abc") == "abc"
+
+
+class NoCalls:
+    """A client that fails the test if the queue calls it."""
+
+    def __getattr__(self, name: str) -> object:
+        raise AssertionError(f"unexpected call {name}")
+
+
+def test_the_queue_refuses_what_the_sdk_refuses_before_any_call() -> None:
+    queue = TrainingQueue("q", NoCalls())  # type: ignore[arg-type]
+    trainer = ModelTrainer(source_code=SourceCode(command="true"))
+    with pytest.raises(ValueError, match="not both"):
+        queue.submit(trainer, None, share_identifier="s", quota_share_name="QS1")
+    with pytest.raises(ValueError, match="quota-managed"):
+        queue.list_jobs_by_share(share_identifier="s")
+    with pytest.raises(TypeError, match="ModelTrainer"):
+        queue.submit(42, None, quota_share_name="QS1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="number of job names"):
+        queue.map(trainer, [None, None], job_names=["one"])
