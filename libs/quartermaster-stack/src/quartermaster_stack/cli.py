@@ -14,12 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from quartermaster import telemetry
 from quartermaster.auth import Role, ShareRef, TokenError
 from quartermaster.auth.local import LocalCredentials
+from quartermaster.telemetry import LogFormat, SpanExporterKind, TelemetrySettings, traces
 from quartermaster_stack.settings import StackSettings
-from quartermaster_stack.stack import Stack
-
-METRICS_PORT = 9180  # `qm up`'s /metrics; next to the exporters' range, clear of Prometheus'
+from quartermaster_stack.stack import SERVICES, Stack
 
 
 def settings_from(args: argparse.Namespace, **overrides: object) -> StackSettings:
@@ -33,7 +33,6 @@ def settings_from(args: argparse.Namespace, **overrides: object) -> StackSetting
         "postgres_url": args.postgres_url,
         "gpus_per_node": args.gpus_per_node,
         "secure": not args.insecure,
-        "metrics_port": args.metrics_port or None,  # 0: off
     }
     fields.update(overrides)
     return StackSettings(**fields)  # type: ignore[arg-type]
@@ -45,9 +44,8 @@ async def up(settings: StackSettings) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping.set)
     async with Stack(settings) as stack:
-        metrics = f"  metrics {stack.metrics_url}" if stack.metrics_url else ""
         print(
-            f"Quartermaster is up: gRPC {stack.address}{metrics}  (nats {stack.nats_url}; "
+            f"Quartermaster is up: gRPC {stack.address}  (nats {stack.nats_url}; "
             f"{settings.nodes} x {settings.instance_type} hosts; data in {stack.data_dir})",
             flush=True,
         )
@@ -69,8 +67,7 @@ async def demo(settings: StackSettings) -> None:
     from quartermaster_stack.demo import play
 
     async with Stack(settings) as stack:
-        metrics = f"  metrics {stack.metrics_url}" if stack.metrics_url else ""
-        print(f"Quartermaster is up: gRPC {stack.address}{metrics}", flush=True)
+        print(f"Quartermaster is up: gRPC {stack.address}", flush=True)
         await asyncio.to_thread(play, stack.address, settings.instance_type, stack.credentials_dir)
 
 
@@ -90,12 +87,26 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _logging(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Logs (warnings up, text or `--log-format json`) and, with `--otel-exporter`, spans
+    of every service of the stack, flushed when it stops."""
+
     def wrapped(args: argparse.Namespace) -> int:
-        logging.basicConfig(
-            level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+        settings = TelemetrySettings(
+            log_format=args.log_format or LogFormat.TEXT,
+            log_level="WARNING",
+            otel_exporter=args.otel_exporter,
+            otel_endpoint=args.otel_endpoint,
         )
+        try:
+            telemetry.start("qm-stack", settings, traced=sorted(set(SERVICES.values())))
+        except traces.TracingUnavailable as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
         logging.getLogger("asyncio").addFilter(_quiet_tls_close)
-        return run(args)
+        try:
+            return run(args)
+        finally:
+            traces.shutdown()
 
     return wrapped
 
@@ -114,13 +125,18 @@ def _stack_flags(p: argparse.ArgumentParser) -> None:
         "--runtime", choices=("process", "docker"), default=d.runtime, help="how jobs run"
     )
     p.add_argument("--grpc-port", type=int, default=d.grpc_port, help="admission gRPC port")
-    p.add_argument(
-        "--metrics-port",
-        type=int,
-        default=METRICS_PORT,
-        help="Prometheus /metrics of every service, on 127.0.0.1 (0: off)",
-    )
     p.add_argument("--data-dir", default=str(d.data_dir), help="log, projection and credentials")
+    telemetry.add_arguments(p)
+    p.add_argument(
+        "--otel-exporter",
+        type=SpanExporterKind,
+        choices=[k for k in SpanExporterKind if k],
+        default=SpanExporterKind.OFF,
+        help="send OpenTelemetry spans: otlp (to --otel-endpoint) or console (default: off)",
+    )
+    p.add_argument(
+        "--otel-endpoint", default="", help="OTLP gRPC endpoint (default: the exporter's own)"
+    )
     p.add_argument("--nats-url", default=None, help="use this NATS server instead of embedding one")
     p.add_argument(
         "--postgres-url", default=None, help="use this Postgres instead of embedding one"

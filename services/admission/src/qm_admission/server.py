@@ -17,6 +17,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from qm_admission import tracing
 from qm_admission.authn import Authenticator, AuthInterceptor
 from qm_admission.consistency import Consistency
 from qm_admission.interceptors import ErrorInterceptor
@@ -92,7 +93,12 @@ async def create_server(
     # The request screen stays last (innermost): it checks each request before its servicer.
     screen = request_screen(settings.page_token_secret)
     auth = AuthInterceptor(_authenticator(settings))
-    interceptors: list[grpc.aio.ServerInterceptor] = [ErrorInterceptor(), auth, screen]
+    interceptors: list[grpc.aio.ServerInterceptor] = [
+        ErrorInterceptor(),
+        *tracing.interceptors(),  # none with tracing off
+        auth,
+        screen,
+    ]
     if metrics is not None:
         interceptors.insert(0, MeteredInterceptor(metrics))
     server = grpc.aio.server(interceptors=interceptors, options=OPTIONS)

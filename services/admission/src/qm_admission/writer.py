@@ -22,11 +22,13 @@ import msgspec
 from qm_admission import access
 from qm_admission.errors import RequestRejected, TransientAdmissionError, invalid
 from qm_admission.tokens import new_msg_id
+from qm_admission.tracing import AppendSpans
 from quartermaster.bus import FencedAppendError, JetStreamLog
 from quartermaster.core import State
 from quartermaster.eventlog import LogFollower, encode_batch, subjects
 from quartermaster.events import Event
 from quartermaster.events.base import Request
+from quartermaster.telemetry import traces
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,9 @@ class Plan(msgspec.Struct, Generic[T], frozen=True):
     result: T
     msg_id: str | None = None  # None: a random id that dedupes this write's own retries
     rejected_some: bool = False  # a batch refused some items: recheck them caught up
+    # Per event, the traceparent of the call that asked for it (several callers'
+    # calls in one plan); empty: every event is this write's caller's.
+    callers: tuple[str | None, ...] = ()
 
 
 class Written(msgspec.Struct, Generic[T], frozen=True):
@@ -115,19 +120,26 @@ class RequestWriter:
                         f"holds ({MAX_ENVELOPE_BYTES}); split it",
                     )
                 expected = self._follower.last_on_subject.get(self.subject, 0)
+                callers = plan.callers or (traces.current(),) * len(plan.events)
+                spans = AppendSpans(callers, self.subject)
                 try:
                     seq = await self._log.append(
                         self.subject,
                         data,
                         msg_id=plan.msg_id or fallback_msg_id,
                         expected_last_subject_seq=expected,
+                        headers=spans.header,
                     )
                 except FencedAppendError:
                     log.debug("request append fenced at subject seq %d; planning again", expected)
                     fresh = True
                     continue
+                finally:
+                    spans.end()
                 self.last_seq = max(self.last_seq, seq)
-                log.debug("request appended seq=%d events=%d", seq, len(plan.events))
+                log.debug(
+                    "request appended seq=%d events=%d", seq, len(plan.events), extra={"seq": seq}
+                )
                 return Written(plan.result, seq, True)
         raise TransientAdmissionError(
             f"the request was fenced {self._max_fenced_retries} times by other writers; retry"
