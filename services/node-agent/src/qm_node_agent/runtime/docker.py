@@ -222,8 +222,8 @@ class DockerRuntime:
             raise LaunchError.infrastructure(f"docker start failed: {result.message}")
         t4 = time.perf_counter()
         phases = StartPhases(
-            pull_s=t1 - t0,
-            volume_s=t2 - t1,
+            pull_s=0.0 if warm else t1 - t0,
+            volume_s=0.0 if warm else t2 - t1,
             staging_s=(t3 - t2) if staged else 0.0,
             container_s=t4 - t3,
             warm=warm,

@@ -1,0 +1,206 @@
+"""Warm starts on the docker runtime, against a local registry and a real engine.
+
+A cold start pulls the image (a 40 MB random layer on the job-runner image,
+pushed to a `docker-registry` of this test session and removed from the
+engine), creates the chain's volume, stages the input channel and creates the
+container; the warm reuse skips all of that and starts the ready sandbox. When
+the pool ends, its sandbox, volume and staged inputs are freed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from node_agent_harness import JOB_RUNNER_IMAGE, Cluster, payload
+
+from qm_node_agent import RuntimeKind
+from quartermaster import events as ev
+from quartermaster.core import JobStatus
+from quartermaster.testing.registry import (
+    LocalRegistry,
+    RegistryError,
+    build_training_image,
+    docker,
+    push_only,
+)
+
+pytestmark = pytest.mark.docker
+
+IMAGE = "qm-test/warm-train:1"  # the host pulls it from its registry
+LAYER_MB = 40
+CACHE = '"$SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"'
+
+
+@pytest.fixture(scope="module")
+def registry(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A registry on 127.0.0.1:<free port> holding IMAGE (and the engine not holding it)."""
+    try:
+        local = LocalRegistry(tmp_path_factory.mktemp("registry")).start()
+    except RegistryError as err:
+        if os.environ.get("CI"):
+            pytest.fail(f"{err} (CI is set, so this fails instead of skipping)")
+        pytest.skip(str(err))
+    try:
+        build_training_image("qm-test/warm-build:1", JOB_RUNNER_IMAGE, LAYER_MB)
+        push_only("qm-test/warm-build:1", local.address, IMAGE)
+        yield local.address
+    finally:
+        subprocess.run(["docker", "rmi", "-f", f"{local.address}/{IMAGE}"], capture_output=True)
+        local.stop()
+
+
+@pytest.fixture
+def ids(containers: str) -> Iterator[str]:
+    """A job id prefix; sandboxes and volumes of its chains are removed afterwards."""
+    yield containers
+    for kind in ("container", "volume"):
+        listed = subprocess.run(
+            [
+                "docker",
+                kind,
+                "ls",
+                "-aq" if kind == "container" else "-q",
+                "--filter",
+                f"name={containers}",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if listed.stdout.split():
+            subprocess.run(
+                ["docker", kind, "rm", "-f", *listed.stdout.split()], capture_output=True
+            )
+
+
+def engine_has(kind: str, name: str) -> bool:
+    found = subprocess.run(["docker", kind, "inspect", name], capture_output=True)
+    return found.returncode == 0
+
+
+def job_payload(script: str, inputs: Path) -> str:
+    request = json.loads(payload(script, image=IMAGE))
+    request["InputDataConfig"] = [
+        {"ChannelName": "train", "DataSource": {"S3DataSource": {"S3Uri": f"file://{inputs}"}}}
+    ]
+    return json.dumps(request)
+
+
+def pool_available(job_id: str, chain: str) -> ev.WarmPoolAvailable:
+    return ev.WarmPoolAvailable(
+        at=time.time(),
+        job_id=job_id,
+        hosts=("h1",),
+        expires_at=time.time() + 600,
+        chain_id=chain,
+        chain_started_at=time.time(),
+    )
+
+
+async def test_a_warm_reuse_skips_pull_volume_and_staging_and_the_pool_end_frees_them(
+    cluster: Cluster, registry: str, tmp_path: Path, ids: str
+) -> None:
+    one, two = f"{ids}-first", f"{ids}-second"
+    inputs = tmp_path / "dataset"
+    inputs.mkdir()
+    (inputs / "part-0").write_text("rows of data\n")
+    settings = cluster.settings(
+        runtime=RuntimeKind.DOCKER, registry=registry, stop_grace_seconds=2.0
+    )
+    cache = settings.data_dir / "warmpool-cache" / one
+    first = f"cat /opt/ml/input/data/train/part-0 > {CACHE}/seen-first; echo w > {CACHE}/model"
+    second = f"cat /opt/ml/input/data/train/part-0 {CACHE}/model > {CACHE}/seen-second"
+    async with cluster.agent(settings):
+        await cluster.until_host()
+        await cluster.run(one, job_payload(first, inputs), keep_alive=600)
+        await cluster.until_status(one, JobStatus.SUCCEEDED, timeout=120)
+        await cluster.decide(pool_available(one, one))
+        await cluster.until(
+            "the ready sandbox", lambda: engine_has("container", f"qm-sandbox-{one}")
+        )
+
+        await cluster.submit(two, job_payload(second, inputs), keep_alive=600)
+        await cluster.dispatch(two, warm_pool=one)
+        await cluster.until_status(two, JobStatus.SUCCEEDED, timeout=60)
+        cold = cluster.reported(one, ev.JobRunning)[0].start_phases
+        warm = cluster.reported(two, ev.JobRunning)[0].start_phases
+        assert (cache / "seen-first").read_text() == "rows of data\n"
+        assert (cache / "seen-second").read_text() == "rows of data\nw\n"
+        assert cluster.job(two).attempts[-1].start_phases == warm
+
+        await cluster.decide(pool_available(two, one))
+        await cluster.decide(
+            ev.WarmPoolTerminated(
+                at=time.time(),
+                job_id=two,
+                reason=ev.WarmPoolTerminationReason.EXPIRED,
+                billable_seconds=1,
+            )
+        )
+        await cluster.until(
+            "the pool's sandbox, volume, inputs and cache are freed",
+            lambda: (
+                not engine_has("container", f"qm-sandbox-{one}")
+                and not engine_has("volume", f"qm-vol-{one}")
+                and not (settings.data_dir / "warm" / one).exists()
+                and not cache.exists()
+            ),
+        )
+    assert cold is not None and warm is not None
+    assert not cold.warm and cold.pull_s > 0 and cold.volume_s > 0 and cold.staging_s > 0
+    assert cold.container_s > 0
+    assert warm.warm and (warm.pull_s, warm.volume_s, warm.staging_s) == (0, 0, 0)
+    assert warm.container_s > 0
+
+
+async def test_other_channels_are_staged_again_on_a_warm_reuse(
+    cluster: Cluster, registry: str, tmp_path: Path, ids: str
+) -> None:
+    a, b = f"{ids}-a", f"{ids}-b"
+    old, new = tmp_path / "old", tmp_path / "new"
+    for folder, text in ((old, "old\n"), (new, "new\n")):
+        folder.mkdir()
+        (folder / "part-0").write_text(text)
+    settings = cluster.settings(
+        runtime=RuntimeKind.DOCKER, registry=registry, stop_grace_seconds=2.0
+    )
+    cache = settings.data_dir / "warmpool-cache" / a
+    read = f"cat /opt/ml/input/data/train/part-0 >> {CACHE}/seen"
+    async with cluster.agent(settings):
+        await cluster.until_host()
+        await cluster.run(a, job_payload(read, old), keep_alive=600)
+        await cluster.until_status(a, JobStatus.SUCCEEDED, timeout=120)
+        await cluster.decide(pool_available(a, a))
+        await cluster.until("the ready sandbox", lambda: engine_has("container", f"qm-sandbox-{a}"))
+        await cluster.submit(b, job_payload(read, new), keep_alive=600)
+        await cluster.dispatch(b, warm_pool=a)
+        await cluster.until_status(b, JobStatus.SUCCEEDED, timeout=60)
+        seen = (cache / "seen").read_text()
+    warm = cluster.reported(b, ev.JobRunning)[0].start_phases
+    assert seen == "old\nnew\n"
+    assert warm.warm and warm.pull_s == 0 and warm.staging_s > 0
+
+
+async def test_an_image_missing_from_the_registry_is_a_client_error(
+    cluster: Cluster, registry: str, ids: str
+) -> None:
+    settings = cluster.settings(runtime=RuntimeKind.DOCKER, registry=registry)
+    async with cluster.agent(settings):
+        await cluster.until_host()
+        await cluster.run(f"{ids}-missing", payload("true", image="qm-test/no-such-image:1"))
+        failed = await cluster.until_reported(f"{ids}-missing", ev.JobFailed, timeout=60)
+    assert failed.failure_class is ev.FailureClass.CLIENT_ERROR
+    assert f"image not found in {registry}" in failed.reason
+
+
+def test_the_registry_serves_the_image_to_a_cold_engine(registry: str) -> None:
+    ref = f"{registry}/{IMAGE}"
+    docker("pull", "-q", ref, timeout_s=300)
+    size = int(docker("image", "inspect", "--format", "{{.Size}}", ref).strip())
+    docker("rmi", ref)
+    assert size > LAYER_MB * 1_000_000
