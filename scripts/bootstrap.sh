@@ -33,6 +33,8 @@ if [[ -z ${QM_SKIP_DOCKER:-} ]]; then
         command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
         command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
         command -v ip >/dev/null 2>&1 || need+=(iproute2)  # the multi-host test's namespaces
+        # The local image registry the warm-start tests and bench pull from (started by them).
+        command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
         if ((${#need[@]})); then
             export DEBIAN_FRONTEND=noninteractive
             apt-get update -qq
