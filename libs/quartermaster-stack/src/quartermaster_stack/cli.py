@@ -21,6 +21,8 @@ from quartermaster.telemetry import LogFormat, SpanExporterKind, TelemetrySettin
 from quartermaster_stack.settings import StackSettings
 from quartermaster_stack.stack import SERVICES, Stack
 
+METRICS_PORT = 9180  # `qm up`'s /metrics; next to the exporters' range, clear of Prometheus'
+
 
 def settings_from(args: argparse.Namespace, **overrides: object) -> StackSettings:
     fields: dict[str, object] = {
@@ -33,6 +35,7 @@ def settings_from(args: argparse.Namespace, **overrides: object) -> StackSetting
         "postgres_url": args.postgres_url,
         "gpus_per_node": args.gpus_per_node,
         "secure": not args.insecure,
+        "metrics_port": args.metrics_port or None,  # 0: off
     }
     fields.update(overrides)
     return StackSettings(**fields)  # type: ignore[arg-type]
@@ -44,8 +47,9 @@ async def up(settings: StackSettings) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping.set)
     async with Stack(settings) as stack:
+        metrics = f"  metrics {stack.metrics_url}" if stack.metrics_url else ""
         print(
-            f"Quartermaster is up: gRPC {stack.address}  (nats {stack.nats_url}; "
+            f"Quartermaster is up: gRPC {stack.address}{metrics}  (nats {stack.nats_url}; "
             f"{settings.nodes} x {settings.instance_type} hosts; data in {stack.data_dir})",
             flush=True,
         )
@@ -67,7 +71,8 @@ async def demo(settings: StackSettings) -> None:
     from quartermaster_stack.demo import play
 
     async with Stack(settings) as stack:
-        print(f"Quartermaster is up: gRPC {stack.address}", flush=True)
+        metrics = f"  metrics {stack.metrics_url}" if stack.metrics_url else ""
+        print(f"Quartermaster is up: gRPC {stack.address}{metrics}", flush=True)
         await asyncio.to_thread(play, stack.address, settings.instance_type, stack.credentials_dir)
 
 
@@ -125,6 +130,12 @@ def _stack_flags(p: argparse.ArgumentParser) -> None:
         "--runtime", choices=("process", "docker"), default=d.runtime, help="how jobs run"
     )
     p.add_argument("--grpc-port", type=int, default=d.grpc_port, help="admission gRPC port")
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=METRICS_PORT,
+        help="Prometheus /metrics of every service, on 127.0.0.1 (0: off)",
+    )
     p.add_argument("--data-dir", default=str(d.data_dir), help="log, projection and credentials")
     telemetry.add_arguments(p)
     p.add_argument(

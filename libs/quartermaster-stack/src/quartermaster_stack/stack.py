@@ -21,6 +21,7 @@ import asyncpg
 import grpc
 import msgspec
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client import CollectorRegistry
 
 from qm_admission.server import create_server, stop_server
 from qm_admission.settings import Settings as AdmissionSettings
@@ -46,6 +47,14 @@ from quartermaster.embedded.nats_server import EmbeddedNats
 from quartermaster.embedded.postgres import EmbeddedPostgres
 from quartermaster.eventlog import LogFollower
 from quartermaster.eventlog.bootstrap import bootstrap
+from quartermaster.metrics import (
+    LogLagCollector,
+    MetricsServer,
+    NodeMetrics,
+    RpcMetrics,
+    SchedulerMetrics,
+    StateCollector,
+)
 from quartermaster.store import Projector, ReadModel
 from quartermaster.telemetry import logs
 from quartermaster_stack.settings import StackSettings
@@ -78,10 +87,22 @@ class Stack:
         self.parts: dict[str, Any] = {}  # name -> the running service object
         self.credentials: LocalCredentials | None = None  # None: an insecure stack
         self.nats_passwords: NatsPasswords | None = None  # None: services connect anonymously
+        # One registry for every service of the process; the metrics outlive part restarts.
+        self.registry = CollectorRegistry()
+        self.scheduler_metrics = SchedulerMetrics(self.registry)
+        self.rpc_metrics = RpcMetrics(self.registry)
+        self.node_metrics = NodeMetrics(self.registry)
+        self.metrics_server: MetricsServer | None = None
+        self._logs: dict[str, JetStreamLog] = {}  # part -> its open connection
+        self._positions: dict[str, Callable[[], int]] = {}  # log consumer -> applied seq
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def metrics_url(self) -> str | None:
+        return None if self.metrics_server is None else self.metrics_server.url
 
     def host_ids(self) -> list[str]:
         return [f"node-{i}" for i in range(1, self.settings.nodes + 1)]
@@ -113,6 +134,7 @@ class Stack:
                 self.data_dir / "credentials",
                 dt.datetime.now(dt.UTC),
             )
+        self._serve_metrics()
         await self._start_nats()
         if not self.postgres_url:
             postgres = EmbeddedPostgres(self.data_dir / "postgres")
@@ -138,6 +160,37 @@ class Stack:
         if self._postgres is not None:
             await asyncio.to_thread(self._postgres.stop)
             self._postgres = None
+        if self.metrics_server is not None:
+            self.metrics_server.close()
+            self.metrics_server = None
+
+    # ---- metrics ------------------------------------------------------------
+    def _serve_metrics(self) -> None:
+        """`/metrics` of every part on one port: state gauges from the scheduler's fold."""
+        if self.settings.metrics_port is None or self.metrics_server is not None:
+            return
+
+        def state() -> Any:
+            scheduler = self.parts.get("scheduler")
+            return (
+                None
+                if scheduler is None or scheduler.follower is None
+                else scheduler.follower.state
+            )
+
+        self.registry.register(StateCollector(state))
+        self.registry.register(LogLagCollector(self._last_seq, self._applied))
+        self.metrics_server = MetricsServer(
+            self.registry, self.settings.metrics_port, self.settings.metrics_host
+        )
+
+    async def _last_seq(self) -> int:
+        for event_log in list(self._logs.values()):
+            return await event_log.last_seq()
+        return 0
+
+    def _applied(self) -> dict[str, int]:
+        return {name: position() for name, position in self._positions.items()}
 
     async def restart(self, name: str) -> None:
         await self.stop_part(name)
@@ -157,6 +210,9 @@ class Stack:
     async def stop_part(self, name: str) -> None:
         stopper = self._stoppers.pop(name, None)
         self.parts.pop(name, None)
+        self._logs.pop(name, None)
+        self._positions.pop(name, None)
+        self._positions.pop("projector" if name == "admission" else name, None)
         if stopper is not None:
             await stopper()
 
@@ -242,7 +298,7 @@ class Stack:
         }
 
     async def _connect(self, part: str) -> JetStreamLog:
-        return await JetStreamLog.connect(
+        self._logs[part] = event_log = await JetStreamLog.connect(
             self.nats_url,
             self.settings.stream,
             self.settings.subject_prefix,
@@ -250,6 +306,7 @@ class Stack:
             credentials=self.nats_credentials(part),
             create_stream=self.nats_passwords is None,  # else made by the bootstrap
         )
+        return event_log
 
     def _task(
         self,
@@ -283,8 +340,11 @@ class Stack:
             **self._bus_fields("scheduler"),
         )
         event_log = await self._connect("scheduler")
-        scheduler = Scheduler(settings, event_log)
+        scheduler = Scheduler(settings, event_log, self.scheduler_metrics)
         self.parts["scheduler"] = scheduler
+        self._positions["scheduler"] = lambda: (
+            0 if scheduler.follower is None else scheduler.follower.seq
+        )
         return self._task("scheduler", scheduler.run(), event_log)
 
     async def _warmpool(self) -> Stopper:
@@ -294,6 +354,7 @@ class Stack:
         )
         service = WarmPoolService(settings, event_log)
         self.parts["warmpool"] = service
+        self._positions["warmpool"] = lambda: service.follower.seq
         return self._task("warmpool", service.run(), event_log)
 
     async def _admission(self) -> Stopper:
@@ -310,8 +371,10 @@ class Stack:
             **self._bus_fields("admission"),
         )
         server, self.port = await create_server(
-            settings, event_log, follower, read_model, projector
+            settings, event_log, follower, read_model, projector, self.rpc_metrics
         )
+        self._positions["admission"] = lambda: follower.seq
+        self._positions["projector"] = lambda: projector.seq
         await follower.start()
         projecting = self._task("projector", projector.run(event_log), event_log)
         self.parts["admission"] = server
@@ -340,7 +403,7 @@ class Stack:
             nats_credentials=self.nats_credentials(host),
         )
         event_log = await self._connect(host)
-        agent = NodeAgent(settings, event_log)
+        agent = NodeAgent(settings, event_log, metrics=self.node_metrics)
         self.parts[host] = agent
         return self._task(host, agent.run(), event_log, before=agent.stop)
 
