@@ -702,9 +702,12 @@ async def test_without_a_secret_tokens_work_only_on_the_replica_that_made_them(
     for i in range(3):
         await submit(a, job(name=f"j{i}"))
     first = await a.call(
-        a.jobs.ListServiceJobs, pb.ListServiceJobsRequest(job_queue="q", max_results=2)
+        a.jobs.ListServiceJobs,
+        pb.ListServiceJobsRequest(job_queue="q", max_results=2, all_statuses=True),
     )
-    request = pb.ListServiceJobsRequest(job_queue="q", max_results=2, next_token=first.next_token)
+    request = pb.ListServiceJobsRequest(
+        job_queue="q", max_results=2, next_token=first.next_token, all_statuses=True
+    )
     assert len((await a.call(a.jobs.ListServiceJobs, request)).job_summary_list) == 1
     assert await rejected(b.call(b.jobs.ListServiceJobs, request, min_seq=a.seq)) == (
         INVALID,
