@@ -220,8 +220,8 @@ class NodeAgent:
             event = ev.HostHeartbeat(at=self._clock(), host_id=self.host_id)
             try:
                 await self._reporter.append(event, f"{self.host_id}:heartbeat:{event.at:.6f}")
-            except BusError:
-                log.exception("host=%s heartbeat not stored", self.host_id)
+            except BusError as err:  # the next one may be stored: one line, no traceback
+                log.warning("host=%s heartbeat not stored (%s)", self.host_id, err)
 
     async def _prune_logs(self) -> None:
         """Delete kept job logs past their retention (checked every minute at most)."""

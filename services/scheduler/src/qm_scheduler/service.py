@@ -20,7 +20,7 @@ from qm_scheduler.leadership import Leadership
 from qm_scheduler.settings import SchedulerSettings
 from qm_scheduler.snapshots import SnapshotStore
 from qm_scheduler.tracing import PassSpans
-from quartermaster.bus import BusError, FencedAppendError, JetStreamLog
+from quartermaster.bus import BusError, FencedAppendError, JetStreamLog, TransientBusError
 from quartermaster.core import PassPolicy, decide
 from quartermaster.core.snapshot import take
 from quartermaster.eventlog import LogFollower, encode_batch, subjects
@@ -125,6 +125,10 @@ class Scheduler:
             try:
                 await self.settle()
                 await self._maybe_snapshot()
+            except TransientBusError as err:  # routine (a NATS leader change): one line
+                log.warning("pass failed (%s); retrying on the next change", err)
+                await asyncio.sleep(0.2)
+                self._dirty.set()
             except BusError:
                 log.exception("pass failed; retrying on the next change")
                 await asyncio.sleep(0.2)

@@ -14,7 +14,7 @@ import time
 
 from qm_warmpool.settings import WarmPoolSettings
 from qm_warmpool.timers import next_due, tick_id
-from quartermaster.bus import BusError, JetStreamLog
+from quartermaster.bus import BusError, JetStreamLog, TransientBusError
 from quartermaster.eventlog import LogFollower, encode_batch, subjects
 from quartermaster.events import AnyEvent, ClockTicked
 
@@ -55,6 +55,9 @@ class WarmPoolService:
             seq = await self.log.append(subjects.timers(self.log.prefix), data, msg_id=tick_id(due))
             await self.follower.wait_for(seq)
             self.ticks += 1
-        except (BusError, TimeoutError):
+        except (TransientBusError, TimeoutError) as err:  # routine: one line
+            log.warning("tick at %.3f failed (%s); retrying", due, err or type(err).__name__)
+            await asyncio.sleep(0.5)
+        except BusError:
             log.exception("tick at %.3f failed; retrying", due)
             await asyncio.sleep(0.5)

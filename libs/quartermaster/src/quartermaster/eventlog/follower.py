@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 
-from quartermaster.bus import JetStreamLog
+from quartermaster.bus import JetStreamLog, TransientBusError
 from quartermaster.core import State, fold
 from quartermaster.core.snapshot import restore
 from quartermaster.eventlog.envelope import admitted
@@ -60,7 +60,14 @@ class LogFollower:
                     await self._apply(entry.seq, entry.subject, entry.data, entry.headers)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # the reader died (server restart): resume after a pause
+            except (TransientBusError, TimeoutError, ConnectionError) as err:  # routine
+                log.warning(
+                    "log follower lost its reader at seq %d (%s); resuming",
+                    self.seq,
+                    err or type(err).__name__,
+                )
+                await asyncio.sleep(0.5)
+            except Exception:  # the reader died otherwise: resume after a pause
                 log.exception("log follower lost its reader at seq %d; resuming", self.seq)
                 await asyncio.sleep(0.5)
 

@@ -18,6 +18,7 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, NamedTuple, Protocol
 
+from quartermaster.bus.errors import TransientBusError
 from quartermaster.core import State, fold
 from quartermaster.eventlog.envelope import admitted
 from quartermaster.events import AnyEvent
@@ -306,6 +307,15 @@ class Projector:
                 raise
             except PermanentStoreError:
                 raise
+            except (TransientStoreError, TransientBusError, TimeoutError, ConnectionError) as err:
+                log.warning(  # routine (a restart, a NATS leader change): one line
+                    "projection %s failed at seq=%d (%s); retrying",
+                    self.name,
+                    self._folded,
+                    err or type(err).__name__,
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
             except Exception:
                 log.exception("projection %s failed at seq=%d; retrying", self.name, self._folded)
                 await asyncio.sleep(delay)
