@@ -1,0 +1,151 @@
+"""`qm job logs` (and `--follow`) on a secured stack, drain across an agent restart and
+undrain, and a second admission on a taken port refused."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from scenario import QUEUE, setup_queue, status, until
+
+from quartermaster.auth import Role, ShareRef
+from quartermaster.auth.local import LocalCredentials
+from quartermaster.cli.jobs import submission
+from quartermaster.cli.main import main as qm
+from quartermaster.client import Quartermaster, QuartermasterError
+from quartermaster.client.logs import job_logs
+from quartermaster_stack.settings import StackSettings
+from quartermaster_stack.thread import StackThread
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackThread]:
+    """A stack as `qm up` starts it: TLS, tokens, one NATS user per service and host."""
+    settings = StackSettings(
+        data_dir=tmp_path_factory.mktemp("logs") / "data",
+        nodes=2,
+        grpc_port=0,
+        stop_grace_seconds=2,
+        heartbeat_seconds=1,
+        tick_seconds=1,
+    )
+    with StackThread(settings) as stack:
+        admin = Quartermaster(stack.address, credentials_dir=stack.credentials_dir)
+        setup_queue(
+            admin,
+            2,
+            [("A", 1, "LEND_AND_BORROW", None, False), ("B", 1, "LEND_AND_BORROW", None, False)],
+        )
+        admin.close()
+        yield stack
+
+
+def submit(c: Quartermaster, name: str, share: str, script: str) -> str:
+    """Submit `sh -c script` as `qm job submit` does; returns the job id."""
+    fields = {"queue": QUEUE, "share": share, "name": name, "command": ["sh", "-c", script]}
+    return str(c.call(c.jobs.SubmitServiceJob, submission(fields)).job_id)
+
+
+def cli(stack: StackThread) -> list[str]:
+    return ["--address", stack.address, "--credentials", str(stack.credentials_dir)]
+
+
+def test_logs_of_an_ended_attempt_are_kept_and_printed(
+    secured: StackThread, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    c = Quartermaster(secured.address, credentials_dir=secured.credentials_dir)
+    script = "for i in 1 2 3; do echo out-$i; done; echo err-line >&2; exit 3"
+    job_id = submit(c, "noisy", "A", script)
+    until("failed", lambda: status(c, job_id) == "FAILED")
+    # the agent forgets the attempt once the log says it ended; its output stays
+    capsysbinary.readouterr()
+    assert qm([*cli(secured), "job", "logs", job_id]) == 0
+    out = capsysbinary.readouterr().out
+    assert out == b"out-1\nout-2\nout-3\nerr-line\n"
+    assert qm([*cli(secured), "job", "logs", job_id, "--attempt", "1"]) == 0
+    assert capsysbinary.readouterr().out == out
+    assert qm([*cli(secured), "job", "logs", job_id, "--attempt", "7"]) == 1
+    assert b"no attempt 7" in capsysbinary.readouterr().err
+    c.close()
+
+
+def test_follow_streams_new_output_until_the_attempt_ends(secured: StackThread) -> None:
+    c = Quartermaster(secured.address, credentials_dir=secured.credentials_dir)
+    go = Path(secured.stack.data_dir) / "go-follow"
+    script = f"echo first; while [ ! -e {go} ]; do sleep 0.1; done; echo second"
+    job_id = submit(c, "follower", "A", script)
+    seen: list[bytes] = []
+    done = threading.Event()
+
+    def follow() -> None:
+        for chunk in job_logs(c, job_id, follow=True, timeout=120):
+            seen.append(chunk.data)
+        done.set()
+
+    reader = threading.Thread(target=follow, daemon=True)
+    reader.start()  # before the job has an attempt: the stream waits for it
+    until("first line streamed", lambda: b"".join(seen) == b"first\n")
+    assert not done.is_set()  # the job still runs: the stream stays open
+    go.touch()
+    assert done.wait(60), "the stream did not end with the attempt"
+    assert b"".join(seen) == b"first\nsecond\n"
+    assert status(c, job_id) == "SUCCEEDED"
+    c.close()
+
+
+def test_a_member_reads_only_its_own_shares_logs(secured: StackThread) -> None:
+    assert secured.credentials_dir is not None
+    creds = LocalCredentials(secured.credentials_dir)
+    admin = Quartermaster(secured.address, credentials_dir=secured.credentials_dir)
+    job_id = submit(admin, "b-job", "B", "echo secret")
+    until("b-job done", lambda: status(admin, job_id) == "SUCCEEDED")
+
+    def member(share: str) -> Quartermaster:
+        token = creds.issue(
+            f"team-{share}",
+            [Role.MEMBER],
+            [ShareRef.parse(f"{QUEUE}/{share}")],
+            issued_at=time.time(),
+        )
+        return Quartermaster(secured.address, token=token, ca_file=creds.ca)
+
+    with pytest.raises(QuartermasterError) as err:
+        list(job_logs(member("A"), job_id))
+    assert err.value.code == grpc.StatusCode.PERMISSION_DENIED
+    assert "jobs:logs:read" in err.value.details
+    assert b"".join(c.data for c in job_logs(member("B"), job_id)) == b"secret\n"
+    admin.close()
+
+
+def test_a_drain_survives_an_agent_restart_until_undrained(make_stack, capsys) -> None:  # type: ignore[no-untyped-def]
+    stack = make_stack(nodes=1)
+    c = Quartermaster(stack.address, timeout=20, credentials_dir=stack.credentials_dir)
+    setup_queue(c, 1, [("A", 1, "LEND_AND_BORROW", None, False)])
+    a = cli(stack)
+    assert qm([*a, "nodes", "drain", "node-1"]) == 0
+    stack.restart("node-1")  # the agent registers again
+    capsys.readouterr()
+    assert qm([*a, "nodes", "list", "--output", "json"]) == 0
+    assert '"state": "NODE_STATE_DRAINED"' in capsys.readouterr().out
+    job_id = submit(c, "after-drain", "A", "exit 0")
+    time.sleep(3)  # a few passes: nothing may place it on the drained host
+    assert status(c, job_id) == "RUNNABLE"
+    assert qm([*a, "nodes", "undrain", "node-1"]) == 0
+    until("ran once undrained", lambda: status(c, job_id) == "SUCCEEDED")
+    assert qm([*a, "nodes", "list"]) == 0
+    assert "HEALTHY" in capsys.readouterr().out
+    c.close()
+
+
+def test_a_second_admission_on_a_taken_port_is_refused(make_stack) -> None:  # type: ignore[no-untyped-def]
+    first = make_stack(nodes=1)
+    port = int(first.address.rsplit(":", 1)[1])
+    with pytest.raises(RuntimeError) as err:
+        make_stack(nodes=1, grpc_port=port)
+    assert "failed to bind" in str(err.value.__cause__ or err.value).lower()
+    with Quartermaster(first.address, credentials_dir=first.credentials_dir) as c:
+        assert [n.host_id for n in c.list_nodes()] == ["node-1"]  # the first still answers
