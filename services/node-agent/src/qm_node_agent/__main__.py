@@ -9,18 +9,23 @@ import asyncio
 import signal
 import sys
 
+from prometheus_client import CollectorRegistry
+
 from qm_node_agent.agent import NodeAgent
 from qm_node_agent.errors import SettingsError
 from qm_node_agent.settings import PREFIX, NodeSettings
 from quartermaster import telemetry
+from quartermaster.metrics import NodeMetrics, serving
 
 
 async def serve(settings: NodeSettings) -> None:
-    agent = NodeAgent(settings)
+    registry = CollectorRegistry()
+    agent = NodeAgent(settings, metrics=NodeMetrics(registry))
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, agent.stop)
-    await agent.run()
+    with serving(registry, settings.metrics_port, settings.metrics_host):
+        await agent.run()
 
 
 def main() -> None:

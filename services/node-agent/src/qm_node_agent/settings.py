@@ -53,6 +53,8 @@ class NodeSettings:
     stream_replicas: int = 1
     log_cap_bytes: int = DEFAULT_LOG_CAP_BYTES  # an ended attempt's output kept: head + tail
     log_retention_seconds: float = DEFAULT_LOG_RETENTION_SECONDS  # then deleted
+    metrics_port: int = 0  # serve Prometheus /metrics here (0: off)
+    metrics_host: str = "127.0.0.1"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> NodeSettings:
@@ -77,6 +79,12 @@ class NodeSettings:
             if value <= 0:
                 raise SettingsError(f"{PREFIX}{name} must be positive")
             return value
+
+        def port(name: str) -> int:
+            raw = get(name) or "0"
+            if not raw.isdigit() or int(raw) > 65535:
+                raise SettingsError(f"{PREFIX}{name}={raw!r} is not a port number (0: off)")
+            return int(raw)
 
         gpu_raw = get("GPU_COUNT")
         try:
@@ -115,4 +123,6 @@ class NodeSettings:
             stream_replicas=bus.stream_replicas,
             log_cap_bytes=int(number("LOG_CAP_BYTES", DEFAULT_LOG_CAP_BYTES)),
             log_retention_seconds=number("LOG_RETENTION_SECONDS", DEFAULT_LOG_RETENTION_SECONDS),
+            metrics_port=port("METRICS_PORT"),
+            metrics_host=get("METRICS_HOST") or "127.0.0.1",
         )
