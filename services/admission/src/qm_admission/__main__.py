@@ -17,7 +17,8 @@ from prometheus_client import CollectorRegistry
 
 from qm_admission.errors import AdmissionError
 from qm_admission.server import create_server, stop_server
-from qm_admission.settings import Settings, SettingsError
+from qm_admission.settings import PREFIX, Settings, SettingsError
+from quartermaster import telemetry
 from quartermaster.bus import BusError
 from quartermaster.eventlog import LogFollower, process
 from quartermaster.metrics import LogLagCollector, RpcMetrics, serving
@@ -76,18 +77,18 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    try:
-        settings = Settings.from_env()
-        problem = settings.security_problem()
-        if problem is not None:
-            raise SettingsError(f"admission refuses to serve unsecured: {problem}")
-        if settings.insecure:
-            log.warning("admission runs INSECURE: plaintext gRPC, every caller is an admin")
-        asyncio.run(serve(settings))
-    except (AdmissionError, BusError, StoreError, OSError) as err:
-        log.error("admission cannot run: %s", err)
-        sys.exit(2)
+    with telemetry.running("qm-admission", PREFIX):
+        try:
+            settings = Settings.from_env()
+            problem = settings.security_problem()
+            if problem is not None:
+                raise SettingsError(f"admission refuses to serve unsecured: {problem}")
+            if settings.insecure:
+                log.warning("admission runs INSECURE: plaintext gRPC, every caller is an admin")
+            asyncio.run(serve(settings))
+        except (AdmissionError, BusError, StoreError, OSError) as err:
+            log.error("admission cannot run: %s", err)
+            sys.exit(2)
 
 
 if __name__ == "__main__":
