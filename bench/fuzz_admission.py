@@ -1243,7 +1243,10 @@ class Fuzzer:
                 jobs = await self.admin(
                     "/qm.v1.ServiceJobs/ListServiceJobs",
                     pb.ListServiceJobsRequest(
-                        job_queue=queue.job_queue_name, max_results=1000, next_token=token
+                        job_queue=queue.job_queue_name,
+                        max_results=100,
+                        next_token=token,
+                        all_statuses=True,
                     ),
                     pb.ListServiceJobsResponse,
                 )
@@ -1314,23 +1317,28 @@ class Fuzzer:
                 pb.DescribeJobQueuesRequest(max_results=1000),
                 pb.DescribeJobQueuesResponse,
             )
+            # One list per unfinished status (ListServiceJobs pages at most 100, newest
+            # first): ended jobs never crowd out the ones still to terminate.
+            listed = []
             for queue in queues.job_queues:
-                jobs = await self.admin(
-                    "/qm.v1.ServiceJobs/ListServiceJobs",
-                    pb.ListServiceJobsRequest(job_queue=queue.job_queue_name, max_results=1000),
-                    pb.ListServiceJobsResponse,
-                )
-                for job in jobs.job_summary_list:
-                    if job.status in live:
-                        running += 1
-                    if job.status in (pb.JOB_STATUS_SUCCEEDED, pb.JOB_STATUS_FAILED):
-                        continue
-                    with contextlib.suppress(grpc.aio.AioRpcError):  # ended meanwhile
-                        await self.admin(
-                            "/qm.v1.ServiceJobs/TerminateServiceJob",
-                            pb.TerminateServiceJobRequest(job_id=job.job_id, reason="fuzz over"),
-                            pb.TerminateServiceJobResponse,
-                        )
+                for status in (pb.JOB_STATUS_RUNNABLE, *live):
+                    jobs = await self.admin(
+                        "/qm.v1.ServiceJobs/ListServiceJobs",
+                        pb.ListServiceJobsRequest(
+                            job_queue=queue.job_queue_name, job_status=status, max_results=100
+                        ),
+                        pb.ListServiceJobsResponse,
+                    )
+                    listed.extend(jobs.job_summary_list)
+            for job in listed:
+                if job.status in live:
+                    running += 1
+                with contextlib.suppress(grpc.aio.AioRpcError):  # ended meanwhile
+                    await self.admin(
+                        "/qm.v1.ServiceJobs/TerminateServiceJob",
+                        pb.TerminateServiceJobRequest(job_id=job.job_id, reason="fuzz over"),
+                        pb.TerminateServiceJobResponse,
+                    )
             if not running:
                 return
             await asyncio.sleep(0.5)
