@@ -89,9 +89,16 @@ MEMBER_SHARE = {"member_a": "A", "member_b": "B"}
 MEMBER_MAY = {
     "ServiceJobs": None,  # every RPC, on its own share's jobs
     "WarmPools": {"UpdateWarmPool"},
-    "QuotaManagement": {"GetJobQueueSnapshot", "DescribeQuotaShare"},
+    "QuotaManagement": {
+        "GetJobQueueSnapshot",
+        "DescribeQuotaShare",
+        # on its own share's jobs (and the share's tags, read)
+        "TagResource",
+        "UntagResource",
+        "ListTagsForResource",
+    },
 }
-WRITE_PREFIXES = ("Create", "Update", "Delete", "Submit", "Terminate", "Drain")
+WRITE_PREFIXES = ("Create", "Update", "Delete", "Submit", "Terminate", "Drain", "Tag", "Untag")
 # The race runs before the mixed phase, whose admin calls may disable or delete share B.
 PHASES = (("refused", 0.40), ("race", 0.05), ("mixed", 0.40), ("refused_again", 0.15))
 CALL_TIMEOUT_S = 20.0
