@@ -91,6 +91,7 @@ def setup(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper() if isinstance(level, str) else level)
+    logging.captureWarnings(True)  # Python's warnings become records too (one format)
     return handler
 
 

@@ -1,0 +1,66 @@
+"""`qm-node-agent --log-format json`: every line of the process is one JSON object."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+
+from node_agent_harness import Cluster, payload
+
+from quartermaster.core import JobStatus
+from quartermaster.embedded import EmbeddedNats
+from quartermaster.telemetry.logs import KEYS
+
+
+async def test_the_agent_logs_json_lines_with_its_host_and_the_jobs_id(
+    cluster: Cluster, nats_server: EmbeddedNats
+) -> None:
+    env = {
+        "PATH": os.environ["PATH"],
+        "QM_NODE_HOST_ID": "h1",
+        "QM_NODE_INSTANCE_TYPE": "ml.g5.xlarge",
+        "QM_NODE_DATA_DIR": str(cluster.tmp / "data"),
+        "QM_NODE_GPU_COUNT": "0",
+        "QM_NODE_NATS_URL": nats_server.url,
+        "QM_NODE_STREAM": cluster.log.stream,
+        "QM_NODE_SUBJECT_PREFIX": cluster.log.prefix,
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "qm_node_agent",
+        "--log-format",
+        "json",
+        env=env,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        await cluster.until_host("h1")
+        await cluster.run("logged", payload("exit 0"))
+        await cluster.until_status("logged", JobStatus.SUCCEEDED)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = await asyncio.wait_for(proc.communicate(), 10)
+    assert proc.returncode == 0, stderr.decode()
+    lines = [json.loads(line) for line in stderr.decode().splitlines()]
+    assert lines and all(set(KEYS) <= set(line) for line in lines)
+    assert {line["service"] for line in lines} == {"qm-node-agent"}
+    assert {line["host"] for line in lines} == {"h1"}
+    about_job = [line for line in lines if line["job_id"] == "logged"]
+    assert any("reported JobSucceeded" in str(line["message"]) for line in about_job)
+
+
+async def test_a_bad_log_format_setting_is_named() -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "qm_node_agent",
+        env={"PATH": os.environ["PATH"], "QM_NODE_LOG_FORMAT": "xml"},
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, stderr = await asyncio.wait_for(proc.communicate(), 10)
+    assert proc.returncode == 2
+    assert "QM_NODE_" in stderr.decode() and "log_format" in stderr.decode()
