@@ -23,6 +23,7 @@ def restore_root() -> Iterator[None]:
     for handler in handlers:
         root.addHandler(handler)
     root.setLevel(level)
+    logging.captureWarnings(False)
     traces.shutdown()
 
 
