@@ -9,6 +9,8 @@ log directly: admission is the part under test.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
 from typing import Any
 
@@ -511,3 +513,41 @@ async def test_the_snapshot_sums_what_the_queue_holds(admission: Client) -> None
     )
 
     assert [(u.capacity_unit, u.quantity) for u in snapshot.total_capacity_usage] == [(UNIT, 1)]
+
+
+# ---- the CLI ---------------------------------------------------------------------------------
+
+
+async def test_the_cli_deletes_lists_policies_and_tags(
+    admission: Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from quartermaster.cli.main import main
+
+    c = admission
+    await set_up_queue(c)
+    base = ["--address", f"127.0.0.1:{c.port}", "--insecure"]
+    queue_arn = arns.job_queue("q")
+
+    async def qm(*words: str) -> tuple[int, str]:
+        code = await asyncio.to_thread(main, [*base, *words])
+        return code, capsys.readouterr().out
+
+    assert (await qm("tags", "add", queue_arn, "team=a", "cost=1"))[0] == 0
+    assert (await qm("tags", "remove", queue_arn, "cost"))[0] == 0
+    code, listed = await qm("tags", "list", queue_arn, "--output", "json")
+    assert (code, json.loads(listed)) == (0, {"tags": {"team": "a"}})
+    code, policies = await qm("policy", "list", "--output", "json")
+    assert (code, [p["name"] for p in json.loads(policies)]) == (0, ["fifo"])
+    assert (await qm("queue", "delete", "q"))[0] == 1  # ENABLED: one line, exit 1
+    assert (await qm("env", "update", "env", "--state", "disabled"))[0] == 0
+    assert (await qm("queue", "update", "q", "--state", "disabled"))[0] == 0
+    for share in ("QS1", "QS2"):
+        await disable_share(c, share)
+        assert (await qm("share", "delete", "q", share))[0] == 0
+    assert (await qm("queue", "delete", "q"))[0] == 0
+    assert (await qm("policy", "delete", "fifo"))[0] == 0
+    assert (await qm("env", "delete", "env"))[0] == 0
+    assert (
+        list((await c.call(c.quota.DescribeJobQueues, pb.DescribeJobQueuesRequest())).job_queues)
+        == []
+    )

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
-from quartermaster.cli import audit, jobs, plugins, usage
+from quartermaster.cli import audit, jobs, plugins, resources, usage
 from quartermaster.cli import top as top_command
 from quartermaster.cli.options import (
     CALL_ERROR,
@@ -503,6 +503,8 @@ def parser() -> argparse.ArgumentParser:
     p = command(pools, "update", pools_update, "change a warm pool's keep-alive")
     p.add_argument("job_id", help="the job the pool is named after")
     p.add_argument("--keep-alive", type=int, required=True, help="seconds; 0 terminates the pool")
+
+    resources.add({"env": env, "policy": policy, "queue": queue}, group, command)
 
     nodes = group("nodes", "GPU hosts")
     command(nodes, "list", nodes_list, "list hosts", read=True)
