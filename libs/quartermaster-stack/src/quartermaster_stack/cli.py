@@ -30,6 +30,7 @@ def settings_from(args: argparse.Namespace, **overrides: object) -> StackSetting
         "nodes": args.nodes,
         "instance_type": args.instance_type,
         "runtime": args.runtime,
+        "job_path": args.job_path,
         "grpc_port": args.grpc_port,
         "nats_url": args.nats_url,
         "postgres_url": args.postgres_url,
@@ -128,6 +129,11 @@ def _stack_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--instance-type", default=d.instance_type, help="instance type of every host")
     p.add_argument(
         "--runtime", choices=("process", "docker"), default=d.runtime, help="how jobs run"
+    )
+    p.add_argument(
+        "--job-path",
+        default=d.job_path,
+        help="PATH of process-runtime jobs (default: $QM_NODE_JOB_PATH, else this shell's PATH)",
     )
     p.add_argument("--grpc-port", type=int, default=d.grpc_port, help="admission gRPC port")
     p.add_argument(

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import msgspec
+
+
+def agent_job_path() -> str:
+    """PATH of process-runtime jobs by default: `QM_NODE_JOB_PATH` (the node agent's own
+    setting), else this process's PATH, so a job finds what the shell that ran `qm up`
+    finds (the venv's `python` included)."""
+    return os.environ.get("QM_NODE_JOB_PATH") or os.environ.get("PATH") or os.defpath
 
 
 class StackSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -12,6 +20,7 @@ class StackSettings(msgspec.Struct, frozen=True, kw_only=True):
     nodes: int = 3
     instance_type: str = "ml.g5.xlarge"
     runtime: str = "process"
+    job_path: str = msgspec.field(default_factory=agent_job_path)  # process-runtime jobs' PATH
     grpc_port: int = 50051
     nats_url: str | None = None  # None: embed a nats-server under data_dir
     postgres_url: str | None = None  # None: embed Postgres under data_dir

@@ -367,6 +367,7 @@ class Stack:
             grpc_host="127.0.0.1",
             grpc_port=self.port,
             pg_schema=self.settings.pg_schema,
+            require_command=self.settings.runtime == "process",
             **self._admission_security(),
             **self._bus_fields("admission"),
         )
@@ -397,6 +398,7 @@ class Stack:
             stream=s.stream,
             subject_prefix=s.subject_prefix,
             runtime=RuntimeKind(s.runtime),
+            job_path=s.job_path,
             gpu_count=s.gpus_per_node,
             heartbeat_seconds=s.heartbeat_seconds,
             stop_grace_seconds=s.stop_grace_seconds,

@@ -32,6 +32,8 @@ class Settings(BusSettings, frozen=True, kw_only=True):
     postgres_url: str = "postgresql://postgres@127.0.0.1:5432/quartermaster"
     pg_schema: str = "qm"
     max_keep_alive_seconds: int = 3600
+    # Refuse jobs without ContainerEntrypoint (hosts that run processes; `qm up` sets it).
+    require_command: bool = False
     read_timeout_seconds: float = 10.0
     shutdown_grace_seconds: float = 5.0
     page_token_secret: str = ""  # HMAC key of page tokens; "" = random, this process only

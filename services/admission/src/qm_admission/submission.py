@@ -16,6 +16,7 @@ from qm_admission.errors import RequestRejected, already_exists
 from qm_admission.ports import ReadModelPort
 from qm_admission.tokens import job_id_for_token, new_job_id, request_hash, submit_msg_id
 from qm_admission.translate import job_reply
+from qm_admission.validation.command import check_command
 from qm_admission.writer import Plan
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.core import State
@@ -28,9 +29,16 @@ _ORDER_STEP_SECONDS = 1e-6
 
 
 class SubmissionPlanner:
-    def __init__(self, read_model: ReadModelPort, max_keep_alive_seconds: int) -> None:
+    def __init__(
+        self,
+        read_model: ReadModelPort,
+        max_keep_alive_seconds: int,
+        *,
+        require_command: bool = False,
+    ) -> None:
         self._read_model = read_model
         self._max_keep_alive_seconds = max_keep_alive_seconds
+        self._require_command = require_command
 
     async def plan(
         self, requests: list[pb.SubmitServiceJobRequest], state: State, now: float
@@ -92,13 +100,16 @@ class SubmissionPlanner:
     def _validate(
         self, request: pb.SubmitServiceJobRequest, state: State, job_id: str, at: float
     ) -> list[Event]:
-        return validation.submit_job(
+        events = validation.submit_job(
             request,
             state,
             job_id=job_id,
             at=at,
             max_keep_alive_seconds=self._max_keep_alive_seconds,
         )
+        if self._require_command:
+            check_command(request.service_request_payload)
+        return events
 
 
 def _job_if_readable(state: State, job_id: str) -> str:

@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 
 import grpc
 from google.protobuf.message import Message
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
 
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.api.qm.v1 import quartermaster_pb2_grpc as rpc
@@ -36,18 +38,50 @@ STRATEGIES = {
 
 
 class QuartermasterError(Exception):
-    """A call failed; `code` is the gRPC status, `details` names the field at fault."""
+    """A call failed; `code` is the gRPC status, `details` the message, `field` the request
+    field at fault ("" when none), `status` the `google.rpc.Status` with typed details
+    (BadRequest, PreconditionFailure, ErrorInfo, ...; None from an older server)."""
 
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+    def __init__(
+        self,
+        code: grpc.StatusCode,
+        details: str,
+        field: str = "",
+        status: status_pb2.Status | None = None,
+    ) -> None:
         super().__init__(f"{code.name}: {details}")
         self.code = code
         self.details = details
+        self.field = field
+        self.status = status
+
+    @classmethod
+    def from_rpc_error(cls, err: grpc.RpcError) -> QuartermasterError:
+        """The error of a failed call, with the field and details the server sent."""
+        code: grpc.StatusCode = err.code()
+        details: str = err.details() or ""
+        try:
+            status = rpc_status.from_call(err)
+        except ValueError:  # details that contradict the call's code: ignore them
+            status = None
+        return cls(code, details, _field_of(err, status), status)
 
     @classmethod
     def from_api_error(cls, error: pb.ApiError, subject: str) -> QuartermasterError:
         """One item's error in a batch response (the code is a gRPC status name)."""
         code = getattr(grpc.StatusCode, error.code, grpc.StatusCode.UNKNOWN)
-        return cls(code, f"{subject}: {error.field}: {error.message}")
+        return cls(code, f"{subject}: {error.field}: {error.message}", error.field)
+
+
+def _field_of(err: grpc.RpcError, status: status_pb2.Status | None) -> str:
+    for detail in status.details if status is not None else ():
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info) and info.metadata.get("field"):
+            return str(info.metadata["field"])
+    for key, value in err.trailing_metadata() or ():
+        if key == "x-qm-field":
+            return str(value)
+    return ""
 
 
 def limits(capacity: dict[str, int]) -> list[pb.CapacityLimit]:
@@ -96,7 +130,7 @@ class Quartermaster:
                 request, timeout=self.timeout, metadata=(("x-qm-min-seq", str(self.seq)),)
             )
         except grpc.RpcError as err:
-            raise QuartermasterError(err.code(), err.details() or "") from err
+            raise QuartermasterError.from_rpc_error(err) from err
         for key, value in call.initial_metadata() or ():
             if key == "x-qm-seq":
                 self.seq = max(self.seq, int(value))
@@ -230,22 +264,34 @@ class Quartermaster:
             self.jobs.DescribeServiceJob, pb.DescribeServiceJobRequest(job_id=job_id)
         ).job
 
-    def list_jobs(self, job_queue: str, status: str | None = None, **filters: str) -> list[Any]:
+    def list_jobs(
+        self,
+        job_queue: str,
+        status: str | None = None,
+        quota_share_name: str = "",
+        *,
+        all_statuses: bool | None = None,
+        **filters: str,
+    ) -> list[Any]:
         """Every page of ListServiceJobs, newest first; no status = every status.
 
         (AWS lists RUNNING jobs when no status and no filter is given; this client asks
-        for every status then, with `all_statuses`.)
+        for every status then, with `all_statuses`, unless `all_statuses=False`.)
+        `filters` by name: `JOB_NAME="train*"`.
         """
+        if all_statuses is None:
+            all_statuses = not status
         out: list[Any] = []
         token = ""
         while True:
             request = pb.ListServiceJobsRequest(
                 job_queue=job_queue,
+                quota_share_name=quota_share_name,
                 job_status=pb.JobStatus.Value(f"JOB_STATUS_{status}") if status else None,
                 filters=[pb.KeyValuesPair(name=k, values=[v]) for k, v in filters.items()],
                 max_results=100,
                 next_token=token,
-                all_statuses=not status,
+                all_statuses=all_statuses,
             )
             response = self.call(self.jobs.ListServiceJobs, request)
             out.extend(response.job_summary_list)
@@ -262,7 +308,7 @@ class Quartermaster:
         except grpc.RpcError as err:
             if err.code() is grpc.StatusCode.DEADLINE_EXCEEDED:
                 return
-            raise QuartermasterError(err.code(), err.details() or "") from err
+            raise QuartermasterError.from_rpc_error(err) from err
 
     def list_warm_pools(self, status: str | None = None) -> list[Any]:
         value = pb.WarmPoolStatus.Value(f"WARM_POOL_STATUS_{status}") if status else None

@@ -250,7 +250,7 @@ class TrainingQueue:
             TrainingQueuedJob(
                 s.job_arn or s.job_id, s.job_name, None, s.quota_share_name, client=self.client
             )
-            for s in self.client.list_jobs(self.queue_name, status, **fields)
+            for s in self.client.list_jobs(self.queue_name, status, all_statuses=False, **fields)
         ]
 
     def list_jobs(

@@ -16,6 +16,7 @@ from qm_admission.servicers.base import Backends, write
 from qm_admission.submission import Outcome, SubmissionPlanner
 from qm_admission.tokens import new_job_id
 from qm_admission.translate import dry_run_result, job_reply, parse
+from qm_admission.validation.command import check_command
 from qm_admission.waiting import Reads, WaitReasons, visible_ids
 from qm_admission.watch import WatchFilter
 from quartermaster import events as ev
@@ -32,7 +33,9 @@ class ServiceJobs(rpc.ServiceJobsServicer):
     def __init__(self, backends: Backends) -> None:
         self._b = backends
         self._planner = SubmissionPlanner(
-            backends.read_model, backends.settings.max_keep_alive_seconds
+            backends.read_model,
+            backends.settings.max_keep_alive_seconds,
+            require_command=backends.settings.require_command,
         )
         self._waiting = WaitReasons()
 
@@ -63,6 +66,8 @@ class ServiceJobs(rpc.ServiceJobsServicer):
             at=time.time(),
             max_keep_alive_seconds=self._b.settings.max_keep_alive_seconds,
         )
+        if self._b.settings.require_command:
+            check_command(request.service_request_payload)
         submitted = next(e for e in events if isinstance(e, ev.JobSubmitted))
         result = dry_run(state, submitted)
         reads = _reads()
