@@ -78,7 +78,7 @@ TOUCHES: dict[type[ev.Event], Touch] = {
     ev.QuotaShareCreated: _share,
     ev.QuotaShareUpdated: _share,
     ev.QuotaShareDeleted: _share,
-    **dict.fromkeys((ev.HostRegistered, ev.HostLost, ev.HostDrained), _host),
+    **dict.fromkeys((ev.HostRegistered, ev.HostLost, ev.HostDrained, ev.HostUndrained), _host),
     **dict.fromkeys(
         (
             ev.JobPriorityUpdated,
