@@ -22,6 +22,7 @@ from qm_scheduler.snapshots import SnapshotStore
 from qm_scheduler.tracing import PassSpans
 from quartermaster.bus import BusError, FencedAppendError, JetStreamLog, TransientBusError
 from quartermaster.core import PassPolicy, decide
+from quartermaster.core.incremental import PassMemo
 from quartermaster.core.snapshot import take
 from quartermaster.eventlog import LogFollower, encode_batch, subjects
 from quartermaster.events import AnyEvent, Event
@@ -46,6 +47,7 @@ class Scheduler:
         self.snapshots: SnapshotStore | None = None
         self._dirty = asyncio.Event()
         self._since_snapshot = 0
+        self.memo = PassMemo()  # what each unit pass last decided nothing with
         self._known_queues = -1
         self.passes = 0
         self.decisions_appended = 0
@@ -55,9 +57,10 @@ class Scheduler:
         self.snapshots = await SnapshotStore.open(
             self.log, self.settings.snapshot_bucket, replicas=self.settings.stream_replicas
         )
-        snapshot = await self.snapshots.load()
-        self.follower = LogFollower(self.log, snapshot)
-        if snapshot is not None:
+        restored = await self.snapshots.load_state()
+        self.follower = LogFollower(self.log)
+        if restored is not None:
+            self.follower.state, self.follower.seq = restored
             log.info("restored snapshot at seq=%d", self.follower.seq)
             gc.collect()
             gc.freeze()  # the restored state is long-lived: keep full collections off it
@@ -147,7 +150,7 @@ class Scheduler:
                 return appended
             started = time.perf_counter()
             started_ns = time.time_ns()
-            decisions = decide(state, self.policy, queues=queues, hosts=hosts)
+            decisions = decide(state, self.policy, queues=queues, hosts=hosts, memo=self.memo)
             self.passes += 1
             self.metrics.observe_pass(time.perf_counter() - started, len(decisions))
             if not decisions:
@@ -208,5 +211,5 @@ class Scheduler:
         if self._since_snapshot < self.settings.snapshot_every:
             return
         self._since_snapshot = 0
-        await self.snapshots.save(take(self.follower.state, self.follower.seq))
+        await self.snapshots.save(take(self.follower.state, self.follower.seq, lean=True))
         log.info("snapshot at seq=%d", self.follower.seq, extra={"seq": self.follower.seq})
