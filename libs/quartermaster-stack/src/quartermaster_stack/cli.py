@@ -18,6 +18,7 @@ from quartermaster import telemetry
 from quartermaster.auth import Role, ShareRef, TokenError
 from quartermaster.auth.local import LocalCredentials
 from quartermaster.telemetry import LogFormat, SpanExporterKind, TelemetrySettings, traces
+from quartermaster_stack.console import live_jobs, port_taken, stop_message
 from quartermaster_stack.settings import StackSettings
 from quartermaster_stack.stack import SERVICES, Stack
 
@@ -65,6 +66,7 @@ async def up(settings: StackSettings) -> None:
         where = "" if stack.credentials_dir is None else f" --credentials {stack.credentials_dir}"
         print(f"try: qm --address {stack.address}{where} nodes list   (Ctrl-C stops)", flush=True)
         await stopping.wait()
+        print(stop_message(live_jobs(stack), settings.runtime, stack.data_dir), flush=True)
     print("Quartermaster stopped; `qm up` on the same --data-dir resumes.", flush=True)
 
 
@@ -78,7 +80,11 @@ async def demo(settings: StackSettings) -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
-    asyncio.run(up(settings_from(args)))
+    settings = settings_from(args)
+    if (taken := port_taken(settings.grpc_port)) is not None:
+        print(f"qm: error: {taken}: stop it, or pick another with --grpc-port", file=sys.stderr)
+        return 2
+    asyncio.run(up(settings))
     return 0
 
 
@@ -88,6 +94,9 @@ def _demo(args: argparse.Namespace) -> int:
     with contextlib.suppress(FileNotFoundError):
         shutil.rmtree(data_dir)
     settings = settings_from(args, data_dir=data_dir, nodes=3, stop_grace_seconds=3.0)
+    if (taken := port_taken(settings.grpc_port)) is not None:
+        print(f"qm: error: {taken}: stop it, or pick another with --grpc-port", file=sys.stderr)
+        return 2
     asyncio.run(demo(settings))
     return 0
 
@@ -128,7 +137,11 @@ def _stack_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nodes", type=int, default=d.nodes, help="node agents (emulated GPU hosts)")
     p.add_argument("--instance-type", default=d.instance_type, help="instance type of every host")
     p.add_argument(
-        "--runtime", choices=("process", "docker"), default=d.runtime, help="how jobs run"
+        "--runtime",
+        type=str.lower,
+        choices=("process", "docker"),
+        default=d.runtime,
+        help="how jobs run",
     )
     p.add_argument(
         "--job-path",
@@ -158,7 +171,9 @@ def _stack_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--postgres-url", default=None, help="use this Postgres instead of embedding one"
     )
-    p.add_argument("--gpus-per-node", type=int, default=None, help="default: detect (nvidia-smi)")
+    p.add_argument(
+        "--gpus-per-node", type=int, default=None, help="GPUs per host (None: detect, nvidia-smi)"
+    )
     p.add_argument(
         "--insecure",
         action="store_true",
@@ -214,7 +229,13 @@ def register(groups: Any) -> None:
     )
     issue.add_argument("--data-dir", default=str(StackSettings().data_dir), help="qm up's data dir")
     issue.add_argument("--subject", required=True, help="who the token names (recorded on writes)")
-    issue.add_argument("--role", required=True, choices=[str(r) for r in Role])
+    issue.add_argument(
+        "--role",
+        required=True,
+        type=str.lower,
+        choices=[str(r) for r in Role],
+        help="what it may do",
+    )
     issue.add_argument(
         "--share",
         action="append",
