@@ -26,6 +26,7 @@ ShareUnit = tuple[str, str, str]  # (queue, share, unit)
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_SHARE_EVENTS = (ev.QuotaShareCreated, ev.QuotaShareUpdated, ev.QuotaShareDeleted)
 
 
 class Bound(msgspec.Struct, frozen=True):
@@ -147,6 +148,7 @@ def usage_series(
     marks: list[PreemptionMark] = []
     first: float | None = None
     last = 0.0
+    use_before: dict[ShareUnit, int] = {}
     for envelope in envelopes:
         events, _ = admit(envelope)
         if not events:
@@ -157,6 +159,11 @@ def usage_series(
         at = max(e.at for e in events)
         first = at if first is None else first
         last = max(last, at)
+        # Most messages (heartbeats, reports, ticks) change no share's use or limit:
+        # only a changed use (a plain dict compare) or a share's event asks for the rows.
+        if state.use == use_before and not any(isinstance(e, _SHARE_EVENTS) for e in events):
+            continue
+        use_before = dict(state.use)
         now = _holds(state)
         for key in sorted(now.keys() | held.keys()):
             value = now[key] if key in now else (0, held[key][1])

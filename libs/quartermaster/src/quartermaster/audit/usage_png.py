@@ -71,13 +71,13 @@ def _corners(
     return cx, cu, cl
 
 
-def _rule_name(mark: PreemptionMark) -> str:
-    return _RULE_LABEL.get(mark.rule, mark.rule.lower() or "rule not recorded")
+def _rule_name(rule: str) -> str:
+    return _RULE_LABEL.get(rule, rule.lower() or "rule not recorded")
 
 
 def _label(mark: PreemptionMark) -> str:
     by = f" by {mark.lender_share}" if mark.lender_share else ""
-    return f"{_rule_name(mark)}{by}: {mark.job_name}"
+    return f"{_rule_name(mark.rule)}{by}: {mark.job_name}"
 
 
 def render_png(series: UsageSeries, out: Path, title: str = "Quota use per share") -> None:
@@ -116,23 +116,25 @@ def render_png(series: UsageSeries, out: Path, title: str = "Quota use per share
             )
         top = max([*use, *limit, 1]) + 1
         marks = [m for m in series.preemptions if (m.queue, m.share, m.unit) == key]
-        for mark in marks:
-            x = (mark.at - series.start) / scale
-            color, symbol = _RULE_STYLE.get(mark.rule, _RULE_STYLE[""])
-            ax.axvline(x, color=color, lw=1.1, alpha=0.8)
-            handles[f"preempted: {_rule_name(mark)}"] = ax.plot(
-                [x], [top - 0.3], marker=symbol, color=color, ms=7, ls=""
+        for rule in sorted({m.rule for m in marks}):
+            # One artist per rule and panel, however many preemptions: a busy log draws fast.
+            xs_rule = [(m.at - series.start) / scale for m in marks if m.rule == rule]
+            color, symbol = _RULE_STYLE.get(rule, _RULE_STYLE[""])
+            ax.vlines(xs_rule, 0, top, color=color, lw=1.1, alpha=0.8)
+            handles[f"preempted: {_rule_name(rule)}"] = ax.plot(
+                xs_rule, [top - 0.3] * len(xs_rule), marker=symbol, color=color, ms=7, ls=""
             )[0]
-            if len(marks) <= _LABELLED_MARKS:
-                ax.annotate(
-                    _label(mark),
-                    (x, top - 0.3),
-                    xytext=(5, -3),
-                    textcoords="offset points",
-                    fontsize=7,
-                    color=color,
-                    va="top",
-                )
+        for mark in marks if len(marks) <= _LABELLED_MARKS else ():
+            color, _ = _RULE_STYLE.get(mark.rule, _RULE_STYLE[""])
+            ax.annotate(
+                _label(mark),
+                ((mark.at - series.start) / scale, top - 0.3),
+                xytext=(5, -3),
+                textcoords="offset points",
+                fontsize=7,
+                color=color,
+                va="top",
+            )
         ax.set_ylim(0, top)
         ax.set_xlim(0, span / scale)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
