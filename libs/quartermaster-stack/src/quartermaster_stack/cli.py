@@ -107,10 +107,10 @@ def _logging(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Nam
 
     def wrapped(args: argparse.Namespace) -> int:
         settings = TelemetrySettings(
-            log_format=args.log_format or LogFormat.TEXT,
+            log_format=args.log_format,
             log_level="WARNING",
-            otel_exporter=args.otel_exporter,
-            otel_endpoint=args.otel_endpoint,
+            otel_exporter=getattr(args, "otel_exporter", SpanExporterKind.OFF),
+            otel_endpoint=getattr(args, "otel_endpoint", ""),
         )
         try:
             telemetry.start("qm-stack", settings, traced=sorted(set(SERVICES.values())))
@@ -156,16 +156,18 @@ def _stack_flags(p: argparse.ArgumentParser) -> None:
         help="Prometheus /metrics of every service, on 127.0.0.1 (0: off)",
     )
     p.add_argument("--data-dir", default=str(d.data_dir), help="log, projection and credentials")
-    telemetry.add_arguments(p)
+    telemetry.add_arguments(p, default=LogFormat.TEXT)
     p.add_argument(
         "--otel-exporter",
         type=SpanExporterKind,
         choices=[k for k in SpanExporterKind if k],
-        default=SpanExporterKind.OFF,
-        help="send OpenTelemetry spans: otlp (to --otel-endpoint) or console (default: off)",
+        default=argparse.SUPPRESS,  # off
+        help="send OpenTelemetry spans: otlp (to --otel-endpoint) or console; off if not given",
     )
     p.add_argument(
-        "--otel-endpoint", default="", help="OTLP gRPC endpoint (default: the exporter's own)"
+        "--otel-endpoint",
+        default=argparse.SUPPRESS,
+        help="OTLP gRPC endpoint of --otel-exporter otlp; the exporter's own if not given",
     )
     p.add_argument("--nats-url", default=None, help="use this NATS server instead of embedding one")
     p.add_argument(

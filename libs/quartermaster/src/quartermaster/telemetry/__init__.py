@@ -41,14 +41,15 @@ def start(
     traces.configure(settings, [service] if traced is None else traced)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """`--log-format text|json` (overrides the `LOG_FORMAT` setting)."""
+def add_arguments(parser: argparse.ArgumentParser, default: LogFormat | None = None) -> None:
+    """`--log-format text|json` (None: a service's `LOG_FORMAT` setting decides)."""
     parser.add_argument(
         "--log-format",
         type=LogFormat,
         choices=list(LogFormat),
-        default=None,
-        help="text (default) or json: one JSON object per line with fixed keys",
+        default=default,
+        help="text, or json: one JSON object per line with fixed keys"
+        + ("" if default else " (default: the LOG_FORMAT setting, else text)"),
     )
 
 
