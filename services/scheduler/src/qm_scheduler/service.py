@@ -61,7 +61,9 @@ class Scheduler:
         self.follower = LogFollower(self.log)
         if restored is not None:
             self.follower.state, self.follower.seq = restored
-            log.info("restored snapshot at seq=%d", self.follower.seq)
+            log.info(
+                "restored snapshot at seq=%d", self.follower.seq, extra={"seq": self.follower.seq}
+            )
             gc.collect()
             gc.freeze()  # the restored state is long-lived: keep full collections off it
         self.follower.listen(self._on_batch)

@@ -40,7 +40,9 @@ def admitted(seq: int, subject: str, data: bytes, prefix: str) -> list[AnyEvent]
     try:
         events = decode_batch(data)
     except msgspec.DecodeError:  # ValidationError is one too
-        log.exception("undecodable message seq=%d subject=%s skipped", seq, subject)
+        log.exception(
+            "undecodable message seq=%d subject=%s skipped", seq, subject, extra={"seq": seq}
+        )
         return []
     found = family_of(subject, prefix)
     kept: list[AnyEvent] = []
@@ -50,7 +52,12 @@ def admitted(seq: int, subject: str, data: bytes, prefix: str) -> list[AnyEvent]
             kept.append(event)
         else:
             log.warning(
-                "ignored event seq=%d subject=%s kind=%s: %s", seq, subject, tag_of(event), reason
+                "ignored event seq=%d subject=%s kind=%s: %s",
+                seq,
+                subject,
+                tag_of(event),
+                reason,
+                extra={"seq": seq, "job_id": getattr(event, "job_id", None)},
             )
     return kept
 

@@ -68,7 +68,11 @@ class LogFollower:
                 )
                 await asyncio.sleep(0.5)
             except Exception:  # the reader died otherwise: resume after a pause
-                log.exception("log follower lost its reader at seq %d; resuming", self.seq)
+                log.exception(
+                    "log follower lost its reader at seq %d; resuming",
+                    self.seq,
+                    extra={"seq": self.seq},
+                )
                 await asyncio.sleep(0.5)
 
     async def _apply(
