@@ -31,6 +31,7 @@ from qm_node_agent.launch import INPUT_DIR, LaunchSpec
 from qm_node_agent.layout import CONTAINER_CACHE_DIR, safe_name
 from qm_node_agent.records import AttemptRecord
 from qm_node_agent.runtime.base import ExitStatus, tail
+from qm_node_agent.runtime.docker_logs import LogCopier
 from qm_node_agent.runtime.sandbox import (
     CHAIN_LABEL,
     CONTROL_DIR,
@@ -114,10 +115,12 @@ class DockerJob:
         spec: LaunchSpec | None = None,
         image: str = "",
         start_phases: StartPhases | None = None,
+        logs: LogCopier | None = None,
     ) -> None:
         self._runtime = runtime
         self._docker = runtime.docker
         self.name = name
+        self._logs = logs  # the container's output into the attempt's live log file
         self._spec = spec  # None when adopted: its container is removed, no sandbox follows
         self._image = image
         self.start_phases = start_phases
@@ -127,7 +130,14 @@ class DockerJob:
         return None
 
     async def wait(self) -> ExitStatus:
-        result = await self._docker("wait", self.name, timeout_s=None)
+        try:
+            result = await self._docker("wait", self.name, timeout_s=None)
+        except BaseException:  # the agent stops: a restarted one copies the logs anew
+            if self._logs is not None:
+                await self._logs.stop()
+            raise
+        if self._logs is not None:
+            await self._logs.finish()
         if result.returncode != 0:
             if result.missing():
                 raise RuntimeFailure(f"container {self.name} vanished")
@@ -163,6 +173,8 @@ class DockerJob:
 
     async def remove(self) -> None:
         """Remove the container; a job that may leave a warm pool leaves a ready sandbox."""
+        if self._logs is not None:
+            await self._logs.stop()
         await self._runtime.remove_container(self.name)
         if self._spec is not None and self._spec.keep_warm:
             await self._runtime.prepare_sandbox(self._spec, self._image)
@@ -190,10 +202,6 @@ class DockerRuntime:
         files = ChainFiles(self._warm_root, spec.chain_id)
         image = image_ref(self._registry, spec.image)
         name = record.container
-        existing = await self._state_of(name)
-        if existing is not None:  # launched before a restart
-            log.info("container %s exists already (launched before a restart): adopting", name)
-            return DockerJob(self, name, spec=spec, image=image)
         sandbox_image = await self._sandbox_image(files.sandbox)
         warm = sandbox_image == image
         if sandbox_image is not None and not warm:  # the pool kept another image
@@ -213,9 +221,14 @@ class DockerRuntime:
             command = await self._image_command(image, spec.arguments)
         await asyncio.to_thread(write_job_script, files, spec, command, CONTAINER_CACHE_DIR)
         if warm:
-            await self._checked("rename", files.sandbox, name)
+            made = await self._call("rename", files.sandbox, name)
         else:
-            await self._create(spec, files, image, name, labels=_job_labels(spec))
+            made = await self._create(spec, files, image, name, labels=_job_labels(spec))
+        if made.returncode != 0 and _in_use(made):  # launched before a restart
+            log.info("container %s exists already (launched before a restart): adopting", name)
+            return DockerJob(self, name, spec=spec, image=image, logs=await self._copy(record))
+        if made.returncode != 0:
+            raise LaunchError.infrastructure(f"docker rename failed: {made.message}")
         result = await self._call("start", name)
         if result.returncode != 0:
             await self.remove_container(name)
@@ -229,7 +242,8 @@ class DockerRuntime:
             warm=warm,
         )
         log.info("container %s started %s: %s", name, "warm" if warm else "cold", phases)
-        return DockerJob(self, name, spec=spec, image=image, start_phases=phases)
+        logs = await self._copy(record)
+        return DockerJob(self, name, spec=spec, image=image, start_phases=phases, logs=logs)
 
     async def _pull(self, image: str) -> None:
         if not self._registry:  # nothing to pull from: the engine must have it
@@ -290,10 +304,11 @@ class DockerRuntime:
         image: str,
         name: str,
         labels: list[str],
-    ) -> None:
+    ) -> DockerResult:
+        """Create the container; an answer that the name is taken is returned, not raised."""
         result = await self._call("create", *create_args(spec, files, image, name, labels))
-        if result.returncode == 0:
-            return
+        if result.returncode == 0 or _in_use(result):
+            return result
         await self.remove_container(name)  # a failed create may leave it half made
         if "no such image" in result.err.lower():
             raise LaunchError.client(result.message)
@@ -398,10 +413,18 @@ class DockerRuntime:
                 log.warning("cannot start leftover container %s: %s", name, started.message)
                 await self.docker("rm", "-f", name)
                 return None
-        return DockerJob(self, name)
+        return DockerJob(self, name, logs=await self._copy(record))
+
+    async def _copy(self, record: AttemptRecord) -> LogCopier:
+        return await LogCopier(self.docker.binary, record.container, Path(record.log_file)).start()
 
     async def forget(self, record: AttemptRecord) -> None:
         await self.remove_container(record.container)
+
+
+def _in_use(result: DockerResult) -> bool:
+    text = result.err.lower()
+    return "is already in use" in text or "conflict" in text
 
 
 def _job_labels(spec: LaunchSpec) -> list[str]:
