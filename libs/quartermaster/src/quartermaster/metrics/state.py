@@ -72,7 +72,6 @@ def _families() -> dict[str, GaugeMetricFamily]:
         ),
         ("warm_pools", "Managed warm pools by status", [*SHARE_LABELS, "status"]),
         ("hosts", "Registered hosts by state", ["unit", "status"]),
-        ("log_folded_position", "Log sequence the folded state has reached", []),
     ]
     return {
         name: GaugeMetricFamily(f"quartermaster_{name}", text, labels=labels)
@@ -102,7 +101,6 @@ def state_families(state: State) -> list[Metric]:
     for unit in sorted({h.unit for h in state.hosts.values()}):
         for status in HostStatus:
             out["hosts"].add_metric([unit, status.value], hosts[(unit, status)])
-    out["log_folded_position"].add_metric([], state.seq)
     return list(out.values())
 
 
