@@ -14,9 +14,12 @@ from pathlib import Path
 import pytest
 from logs import FIXTURES
 
+from quartermaster.audit.envelope import admit
 from quartermaster.audit.logfile import read_log
+from quartermaster.audit.replay import usage
 from quartermaster.audit.usage import usage_series
 from quartermaster.cli.main import main
+from quartermaster.core import State, fold
 
 pytest.importorskip("matplotlib", reason="the plot extra (installed by dev) draws the picture")
 import numpy  # matplotlib's dependencies, like Pillow
@@ -110,3 +113,22 @@ def test_without_matplotlib_it_says_which_extra(
     status, _, err = qm(capsys, "usage", "--from-file", str(STACK_SEED), "--out", str(out))
     assert status == 2 and "quartermaster[plot]" in err and "--format csv" in err
     assert not out.exists()
+
+
+def test_the_series_matches_the_folded_state_after_every_message_of_a_busy_log() -> None:
+    """The series skips messages that change no share; it must never skip a change."""
+    log = list(read_log(FIXTURES / "busy-stack.jsonl"))
+    series = usage_series(log)
+    latest: dict[tuple[str, str, str], tuple[int, int]] = {}
+    points = iter(series.points)
+    pending = next(points, None)
+    state = State()
+    for envelope in log:
+        for event in admit(envelope)[0]:
+            fold(state, event)
+        while pending is not None and pending.seq <= envelope.seq:
+            latest[(pending.queue, pending.share, pending.unit)] = (pending.in_use, pending.limit)
+            pending = next(points, None)
+        folded = {(u.queue, u.share, u.unit): (u.in_use, u.limit) for u in usage(state)}
+        assert latest == folded, f"after seq {envelope.seq}"
+    assert len(series.points) > 50 and len(series.preemptions) == 6
