@@ -45,9 +45,9 @@ def test_top_once_shows_use_borrowing_lending_and_why_jobs_wait(  # type: ignore
                 ("QS3", 1, "RESERVE", None, False),
             ],
         )
-        high = queue.submit(shell(LONG), "high", "QS1", priority=3)
-        med = queue.submit(shell(LONG), "med", "QS1", priority=2)
-        low = queue.submit(shell(LONG), "low", "QS1", priority=1)
+        high = queue.submit(shell(LONG), job_name="high", quota_share_name="QS1", priority=3)
+        med = queue.submit(shell(LONG), job_name="med", quota_share_name="QS1", priority=2)
+        low = queue.submit(shell(LONG), job_name="low", quota_share_name="QS1", priority=1)
         until(
             "high and med run", lambda: status(c, high.job_id) == status(c, med.job_id) == "RUNNING"
         )
