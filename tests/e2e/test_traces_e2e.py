@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import pytest
@@ -10,8 +11,13 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from scenario import setup_queue, shell, status, until
 
+from quartermaster.audit import verify
+from quartermaster.audit.envelope import Envelope, from_message
+from quartermaster.bus import JetStreamLog
+from quartermaster.eventlog.envelope import TRACE_HEADER
 from quartermaster.telemetry import traces
 from quartermaster_stack.stack import SERVICES
+from quartermaster_stack.thread import StackThread
 
 SUBMIT = "qm.v1.ServiceJobs/SubmitServiceJob"
 
@@ -27,6 +33,19 @@ def spans() -> Iterator[InMemorySpanExporter]:
 
 def service_of(span: ReadableSpan) -> str:
     return str(span.resource.attributes["service.name"])
+
+
+async def stored(stack: StackThread) -> list[tuple[Envelope, bool]]:
+    """The stack's log as an auditor reads it, and whether each message carried contexts."""
+    settings = stack.stack.settings
+    async with await JetStreamLog.connect(
+        stack.stack.nats_url, settings.stream, settings.subject_prefix, create_stream=False
+    ) as event_log:
+        last = await event_log.last_seq()
+        return [
+            (from_message(e.seq, e.subject, e.data), TRACE_HEADER in (e.headers or {}))
+            async for e in event_log.read(from_seq=1, until_seq=last)
+        ]
 
 
 def ancestry(span: ReadableSpan, by_id: dict[int, ReadableSpan]) -> list[ReadableSpan]:
@@ -71,3 +90,8 @@ def test_a_jobs_submit_dispatch_start_and_run_are_one_trace(
         for s in chain
         if s.name.startswith("scheduler.") or s.name.startswith("node_agent.")
     )
+
+    # The contexts went beside the batches: the log verifies like an untraced one.
+    log = asyncio.run(stored(stack))
+    assert sum(traced for _, traced in log) >= 3  # the submit, the dispatch, the reports
+    assert verify([envelope for envelope, _ in log]).ok
