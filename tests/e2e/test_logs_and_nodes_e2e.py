@@ -3,6 +3,8 @@ undrain, and a second admission on a taken port refused."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -149,3 +151,33 @@ def test_a_second_admission_on_a_taken_port_is_refused(make_stack) -> None:  # t
     assert "failed to bind" in str(err.value.__cause__ or err.value).lower()
     with Quartermaster(first.address, credentials_dir=first.credentials_dir) as c:
         assert [n.host_id for n in c.list_nodes()] == ["node-1"]  # the first still answers
+
+
+IMAGE = "quartermaster/job-runner:test"
+
+
+@pytest.fixture
+def docker() -> None:
+    probe = subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True, timeout=30)
+    if probe.returncode != 0:
+        if os.environ.get("CI"):
+            pytest.fail(f"docker runtime unavailable in CI: no image {IMAGE}")
+        pytest.skip(f"no Docker engine or no image {IMAGE} (run scripts/bootstrap.sh as root)")
+
+
+@pytest.mark.docker
+def test_a_containers_output_is_followed_and_kept(make_stack, docker, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    stack = make_stack(nodes=1, runtime="docker")
+    c = Quartermaster(stack.address, timeout=20, credentials_dir=stack.credentials_dir)
+    setup_queue(c, 1, [("A", 1, "LEND_AND_BORROW", None, False)])
+    script = "echo one; echo two >&2; sleep 2; echo three"
+    fields = {"queue": QUEUE, "share": "A", "name": "boxed", "image": IMAGE}
+    request = submission(fields | {"command": ["sh", "-c", script]})
+    job_id = str(c.call(c.jobs.SubmitServiceJob, request).job_id)
+    streamed = b"".join(chunk.data for chunk in job_logs(c, job_id, follow=True, timeout=120))
+    assert streamed == b"one\ntwo\nthree\n"
+    until("succeeded", lambda: status(c, job_id) == "SUCCEEDED")
+    until(  # the container is gone; its output was kept
+        "kept", lambda: b"".join(ch.data for ch in job_logs(c, job_id)) == streamed
+    )
+    c.close()

@@ -120,7 +120,7 @@ class DockerJob:
         self._runtime = runtime
         self._docker = runtime.docker
         self.name = name
-        self._logs = logs  # the container's output into the attempt's live log file
+        self._log_copy = logs  # the container's output into the attempt's live log file
         self._spec = spec  # None when adopted: its container is removed, no sandbox follows
         self._image = image
         self.start_phases = start_phases
@@ -133,11 +133,11 @@ class DockerJob:
         try:
             result = await self._docker("wait", self.name, timeout_s=None)
         except BaseException:  # the agent stops: a restarted one copies the logs anew
-            if self._logs is not None:
-                await self._logs.stop()
+            if self._log_copy is not None:
+                await self._log_copy.stop()
             raise
-        if self._logs is not None:
-            await self._logs.finish()
+        if self._log_copy is not None:
+            await self._log_copy.finish()
         if result.returncode != 0:
             if result.missing():
                 raise RuntimeFailure(f"container {self.name} vanished")
@@ -173,8 +173,8 @@ class DockerJob:
 
     async def remove(self) -> None:
         """Remove the container; a job that may leave a warm pool leaves a ready sandbox."""
-        if self._logs is not None:
-            await self._logs.stop()
+        if self._log_copy is not None:
+            await self._log_copy.stop()
         await self._runtime.remove_container(self.name)
         if self._spec is not None and self._spec.keep_warm:
             await self._runtime.prepare_sandbox(self._spec, self._image)
