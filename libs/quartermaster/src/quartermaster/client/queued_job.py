@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
@@ -20,6 +21,7 @@ log = logging.getLogger(__name__)
 JOB_STATUS_COMPLETED = "SUCCEEDED"
 JOB_STATUS_FAILED = "FAILED"
 TERMINAL = frozenset({JOB_STATUS_COMPLETED, JOB_STATUS_FAILED})
+RECHECK_SECONDS = 5.0
 
 
 def job_id_of(job_arn: str) -> str:
@@ -77,18 +79,30 @@ class TrainingQueuedJob:
     def wait(self, timeout: float | None = None) -> dict[str, Any]:
         """Block until the job SUCCEEDED or FAILED, or `timeout` seconds passed (then the job
         is still running, as the SDK does, and its current description is returned)."""
+        try:
+            self.wait_for_status(TERMINAL, timeout)
+        except TimeoutError:
+            log.info("Timeout exceeded: %s seconds elapsed. Returning current results", timeout)
+        return self.describe()
+
+    def wait_for_status(self, statuses: Iterable[str], timeout: float | None = None) -> str:
+        """Block until the job's status is one of `statuses` (returned); TimeoutError when
+        `timeout` seconds pass first. Follows a WatchServiceJobs stream, and reads the job
+        again at least every few seconds (a change just before the stream began is not on it)."""
+        wanted = frozenset(statuses)
         deadline = None if timeout is None else time.monotonic() + timeout
-        detail = self.describe()
-        while detail["status"] not in TERMINAL:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                log.info("Timeout exceeded: %d seconds elapsed. Returning current results", timeout)
-                break
-            for change in self.client.watch(job_ids=[self.job_id], timeout=left):
-                if enum_text(pb.JobStatus.DESCRIPTOR, change.status) in TERMINAL:
+        status = self.status
+        while status not in wanted:
+            left = RECHECK_SECONDS if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"{self.job_name} is {status}, not one of {sorted(wanted)}")
+            for change in self.client.watch(
+                job_ids=[self.job_id], timeout=min(left, RECHECK_SECONDS)
+            ):
+                if enum_text(pb.JobStatus.DESCRIPTOR, change.status) in wanted:
                     break
-            detail = self.describe()
-        return detail
+            status = self.status
+        return status
 
     def result(self, timeout: float | None = None) -> dict[str, Any]:
         """The description once SUCCEEDED; RuntimeError(statusReason) if FAILED,

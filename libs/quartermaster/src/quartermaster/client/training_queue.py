@@ -40,6 +40,8 @@ DEFAULT_RETRY_CONFIG: dict[str, Any] = {
     ],
 }
 MAP_CHUNK = 100
+# AWS Batch's PENDING (waiting on dependencies): Quartermaster jobs have none.
+NEVER_HELD = frozenset({"PENDING"})
 
 
 @runtime_checkable
@@ -246,6 +248,8 @@ class TrainingQueue:
         return jobs
 
     def _listed(self, status: str | None, **fields: Any) -> list[TrainingQueuedJob]:
+        if status and status.upper() in NEVER_HELD:
+            return []  # an AWS status no Quartermaster job is ever in
         return [
             TrainingQueuedJob(
                 s.job_arn or s.job_id, s.job_name, None, s.quota_share_name, client=self.client
