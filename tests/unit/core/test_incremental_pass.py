@@ -4,6 +4,8 @@ Three queues share one environment and its hosts (so one queue's change moves
 what the others see); after every input the pass runs to its fixpoint, each
 round asked twice, with the memo and without, and the answers must be equal.
 A scheduler leading only some queues keeps its own memo: it is checked too.
+So is a state folded from the same log that forgets ended jobs after 30 s
+(`core.retention`): it must decide the same.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, rule
 
 from quartermaster import events as ev
-from quartermaster.core import decide, fold
+from quartermaster.core import State, decide, fold
 from quartermaster.core.incremental import PassMemo
 from quartermaster.core.model import JobStatus
 from quartermaster.testing.builders import World, a_job
@@ -43,6 +45,9 @@ class IncrementalHistory(RuleBasedStateMachine):
         self.led_memo = PassMemo()
         self.n = 0
         self.rounds = 0
+        self.forgetful = State()
+        self.forgetful.retention_seconds = 30.0
+        self.fed = 0
 
     def _settle(self) -> None:
         for _ in range(64):
@@ -50,11 +55,15 @@ class IncrementalHistory(RuleBasedStateMachine):
             assert decide(self.w.state, memo=self.memo) == full, "incremental != full"
             led = decide(self.w.state, queues=self.led)
             assert decide(self.w.state, queues=self.led, memo=self.led_memo) == led
+            for event in self.w.log[self.fed :]:
+                fold(self.forgetful, event)
+            self.fed = len(self.w.log)
+            assert decide(self.forgetful) == full, "retention changed a decision"
             self.rounds += 1
             if not full:
                 return
             for decision in full:
-                fold(self.w.state, decision)
+                self.w.apply(decision)
         raise AssertionError("the pass did not settle")
 
     def _live(self, *statuses: JobStatus) -> list[str]:
@@ -190,7 +199,7 @@ class IncrementalHistory(RuleBasedStateMachine):
             )
             self._settle()
 
-    @rule(seconds=st.sampled_from([1, 30, 61]))
+    @rule(seconds=st.sampled_from([1, 30, 61, 3600]))
     def tick(self, seconds: int) -> None:
         self.w.tick(seconds)
         self._settle()
@@ -198,6 +207,12 @@ class IncrementalHistory(RuleBasedStateMachine):
     def teardown(self) -> None:
         if self.rounds:
             assert self.memo.run + self.memo.skipped > 0
+        kept = set(self.forgetful.jobs)
+        assert kept <= set(self.w.state.jobs)
+        for job_id in set(self.w.state.jobs) - kept:  # only jobs long ended were forgotten
+            job = self.w.state.jobs[job_id]
+            assert job.status in (JobStatus.SUCCEEDED, JobStatus.FAILED) and not job.hosts
+            assert job.stopped_at is not None and job.stopped_at <= self.w.clock - 30
 
 
 TestIncrementalHistory = IncrementalHistory.TestCase

@@ -66,6 +66,8 @@ class Scheduler:
             )
             gc.collect()
             gc.freeze()  # the restored state is long-lived: keep full collections off it
+        retention = self.settings.terminal_retention_seconds
+        self.follower.state.retention_seconds = retention if retention > 0 else None
         self.follower.listen(self._on_batch)
         loop = asyncio.get_running_loop()
 

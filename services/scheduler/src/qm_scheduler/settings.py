@@ -22,6 +22,7 @@ class SchedulerSettings(BusSettings, frozen=True, kw_only=True):
     heartbeat_timeout_seconds: float = 30.0
     snapshot_bucket: str = "qm-snapshots"
     snapshot_every: int = 2000  # messages folded between snapshots
+    terminal_retention_seconds: float = 3600.0  # ended jobs leave the state after this (0: never)
     queues: tuple[str, ...] = ()  # lead only these queues (empty: any)
     metrics_port: int = 0  # serve Prometheus /metrics here (0: off)
     metrics_host: str = "127.0.0.1"

@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from quartermaster import events as ev
-from quartermaster.core import lifecycle, upcast, warm_pools
+from quartermaster.core import lifecycle, retention, upcast, warm_pools
 from quartermaster.core.changes import TOUCHES, touch_everything
 from quartermaster.core.model import (
     ACTIVE_STATUSES,
@@ -54,6 +54,8 @@ def fold(state: State, event: ev.Event) -> State:
     handler = _HANDLERS.get(kind)
     if handler is not None:
         handler(state, event)
+    if state.retention_seconds is not None and state.now >= state.next_sweep:
+        retention.sweep(state)
     return state
 
 

@@ -126,6 +126,8 @@ _HOW: dict[str, Callable[[Any], Any]] = {
     "queue_version": lambda v: defaultdict(int, v),
     "config_version": lambda v: v,
     "pools_version": lambda v: defaultdict(int, v),
+    "retention_seconds": lambda v: v,
+    "next_sweep": lambda v: v,
 }
 
 

@@ -59,6 +59,9 @@ class State:
         self.queue_version: dict[str, int] = defaultdict(int)  # anything of the queue's changed
         self.config_version: int = 0  # environments, policies, unknown events: every queue
         self.pools_version: dict[EnvUnit, int] = defaultdict(int)  # available pools changed
+        # -- retention (`core.retention`): None keeps terminal jobs forever --
+        self.retention_seconds: float | None = None
+        self.next_sweep: float = 0.0
 
     # ---- queries -------------------------------------------------------
     def share_key(self, job: Job) -> ShareKey:
