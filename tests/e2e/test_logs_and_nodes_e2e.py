@@ -3,6 +3,7 @@ undrain, and a second admission on a taken port refused."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import threading
@@ -181,3 +182,33 @@ def test_a_containers_output_is_followed_and_kept(make_stack, docker, tmp_path: 
         "kept", lambda: b"".join(ch.data for ch in job_logs(c, job_id)) == streamed
     )
     c.close()
+
+
+def test_submit_many_in_chunks_then_wait_shows_progress(make_stack, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    stack = make_stack(nodes=1)
+    c = Quartermaster(stack.address, timeout=20, credentials_dir=stack.credentials_dir)
+    setup_queue(c, 1, [("A", 1, "LEND_AND_BORROW", None, False)])
+    c.close()
+    file = tmp_path / "jobs.yaml"
+    file.write_text(
+        "".join(f"- name: many-{i}\n  command: [sh, -c, 'exit 0']\n" for i in range(5))
+        + "- name: bad\n  share: nope\n  command: [sh]\n"
+    )
+    a = cli(stack)
+    capsys.readouterr()
+    flags = ["--queue", QUEUE, "--share", "A", "--chunk", "2", "--output", "json"]
+    code = qm([*a, "job", "submit-many", str(file), *flags])
+    out, err = capsys.readouterr()
+    assert code == 1  # one submission was refused; the others went in
+    submitted = json.loads(out)
+    assert [s["job_name"] for s in submitted] == [f"many-{i}" for i in range(5)]
+    assert "qm: error: bad:" in err and "submitted 5 of 6" in err
+    last = submitted[-1]["job_id"]
+    assert qm([*a, "job", "wait", last, "--timeout", "120"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "SUCCEEDED\n"
+    shown = err.splitlines()
+    assert shown[-1] == "many-4: SUCCEEDED"  # each change on stderr as it happened
+    assert qm([*a, "job", "list", QUEUE, "--status", "succeeded", "-o", "json"]) == 0
+    listed = {j["job_name"] for j in json.loads(capsys.readouterr().out)}
+    assert listed == {f"many-{i}" for i in range(5)}
