@@ -8,6 +8,7 @@ failed call is one line (`qm: error: CODE: ...`) and exit 1; never a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -31,6 +32,7 @@ from quartermaster.cli.options import (
 )
 from quartermaster.cli.tables import enum_name, render, when
 from quartermaster.client import Quartermaster, QuartermasterError
+from quartermaster.client.connection import DEFAULT_ADDRESS
 
 Handler = Callable[[Quartermaster, argparse.Namespace], int | None]
 STRATEGIES = ("RESERVE", "LEND", "LEND_AND_BORROW")
@@ -361,7 +363,11 @@ def _submit_flags(p: argparse.ArgumentParser) -> None:
 
 def parser() -> argparse.ArgumentParser:
     top = QmParser(prog="qm", description="Quartermaster: GPU training-job queues")
-    top.add_argument("--address", default="127.0.0.1:50051", help="admission gRPC address")
+    top.add_argument(
+        "--address",
+        default=os.environ.get("QM_ADDRESS") or DEFAULT_ADDRESS,
+        help=f"admission gRPC address ($QM_ADDRESS, else {DEFAULT_ADDRESS})",
+    )
     top.add_argument(
         "--credentials",
         default=None,
