@@ -46,7 +46,8 @@ def test_the_library_distribution_depends_on_no_service() -> None:
     wanted = list(project["dependencies"]) + list(project["optional-dependencies"]["client"])
     assert not [req for req in wanted if req.startswith(("qm-", "quartermaster-stack"))]
     client = {req.split(">")[0].split("=")[0] for req in project["optional-dependencies"]["client"]}
-    assert client == {"grpcio", "protobuf"}
+    # rich: submit-many's progress bar; PyYAML: submit-many's YAML files.
+    assert client == {"grpcio", "grpcio-status", "protobuf", "rich", "PyYAML"}
 
 
 def test_the_stack_distribution_registers_up_and_demo() -> None:

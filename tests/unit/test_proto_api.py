@@ -42,13 +42,15 @@ EXPECTED_RPCS: dict[str, set[str]] = {
         "ListServiceJobs",
         "WatchServiceJobs",
         "ExplainServiceJob",
+        "GetServiceJobLogs",
     },
     "WarmPools": {"ListWarmPools", "UpdateWarmPool"},
-    "Nodes": {"ListNodes", "DrainNode"},
+    "Nodes": {"ListNodes", "DrainNode", "UndrainNode"},
 }
 
 # RPCs whose response type is not <Rpc>Response.
-RESPONSE_EXCEPTIONS = {"WatchServiceJobs": "JobStateChange"}
+RESPONSE_EXCEPTIONS = {"WatchServiceJobs": "JobStateChange", "GetServiceJobLogs": "LogChunk"}
+STREAMING = {"WatchServiceJobs", "GetServiceJobLogs"}
 
 
 def test_package_and_services() -> None:
@@ -66,7 +68,7 @@ def test_service_rpcs(service_name: str) -> None:
         expected_out = RESPONSE_EXCEPTIONS.get(method.name, f"{method.name}Response")
         assert method.output_type.name == expected_out
         assert method.client_streaming is False
-        assert method.server_streaming is (method.name == "WatchServiceJobs")
+        assert method.server_streaming is (method.name in STREAMING)
     # The generated grpc module has a stub, a servicer and a registration helper.
     assert hasattr(pb_grpc, f"{service_name}Stub")
     assert hasattr(pb_grpc, f"{service_name}Servicer")
