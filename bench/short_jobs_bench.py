@@ -46,7 +46,8 @@ def run_once(client: Quartermaster, queue: TrainingQueue, run: int, jobs: int) -
     t0 = time.perf_counter()
     ids: set[str] = set()
     for start in range(0, jobs, BULK):
-        ids.update(j.job_id for j in queue.map(job, names[start : start + BULK], "A"))
+        chunk = names[start : start + BULK]
+        ids.update(j.job_id for j in queue.map(job, job_names=chunk, quota_share_name="A"))
     done: set[str] = set()
     while len(done) < len(ids):
         job_id, status = changes.get(timeout=600)
