@@ -26,6 +26,7 @@ from quartermaster.auth import Role, ShareRef
 from quartermaster.auth.local import LocalCredentials
 from quartermaster.cli.main import main as qm
 from quartermaster.client import Quartermaster, QuartermasterError, TrainingQueue
+from quartermaster.store import arns
 from quartermaster_stack.thread import StackThread
 
 SERVICES = ("QuotaManagement", "ServiceJobs", "WarmPools", "Nodes")
@@ -38,6 +39,10 @@ ADMIN_ONLY = {
     "CreateQuotaShare",
     "UpdateQuotaShare",
     "DeleteQuotaShare",
+    "DeleteServiceEnvironment",
+    "UpdateSchedulingPolicy",
+    "DeleteSchedulingPolicy",
+    "DeleteJobQueue",
     "DrainNode",
     "UndrainNode",
 }
@@ -47,6 +52,8 @@ WRITES = ADMIN_ONLY | {
     "UpdateServiceJob",
     "TerminateServiceJob",
     "UpdateWarmPool",
+    "TagResource",  # members: their own shares' jobs only
+    "UntagResource",
 }
 
 
@@ -191,6 +198,20 @@ def test_a_member_sees_and_changes_only_its_own_shares_jobs(secured: Secured) ->
     assert "config:write" in denied(
         lambda: a.update_quota_share(QUEUE, "B", {UNIT: 0}, "LEND_AND_BORROW", None, False)
     )
+    # Tags (AWS TagResource): a member tags its own shares' jobs, not another's, nor config.
+    a.call(
+        a.quota.TagResource,
+        pb.TagResourceRequest(resource_arn=arns.job(mine.job_id), tags={"k": "v"}),
+    )
+    tag_theirs = pb.TagResourceRequest(resource_arn=arns.job(theirs.job_id), tags={"k": "v"})
+    assert "tags:write" in denied(lambda: a.call(a.quota.TagResource, tag_theirs))
+    tag_queue = pb.TagResourceRequest(resource_arn=arns.job_queue(QUEUE), tags={"k": "v"})
+    assert "config:write" in denied(lambda: a.call(a.quota.TagResource, tag_queue))
+    listed = admin.call(
+        admin.quota.ListTagsForResource,
+        pb.ListTagsForResourceRequest(resource_arn=arns.job(mine.job_id)),
+    )
+    assert dict(listed.tags)["k"] == "v"
     assert "nodes:write" in denied(lambda: a.drain_node("node-1"))
     by_share = pb.ListServiceJobsRequest(job_queue=QUEUE, quota_share_name="B")
     assert "jobs:read" in denied(lambda: a.call(a.jobs.ListServiceJobs, by_share))
