@@ -5,6 +5,7 @@ fold only applies what those decisions carry.
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import NamedTuple
 
 import msgspec
@@ -22,12 +23,19 @@ MAX_CHAIN_SECONDS = 28 * 24 * 3600  # a chain of reuses lives at most this long
 def match_key(key: WarmPoolKey) -> WarmPoolKey:
     """The key as reuse compares it: security groups, subnets and session tag keys
     match as sets, so they are kept as sorted sets; every other field must be equal."""
+    if _is_set(key.security_group_ids) and _is_set(key.subnets) and _is_set(key.session_tag_keys):
+        return key  # already so (most keys: empty lists): no copy per submitted job
     return msgspec.structs.replace(
         key,
         security_group_ids=tuple(sorted(set(key.security_group_ids))),
         subnets=tuple(sorted(set(key.subnets))),
         session_tag_keys=tuple(sorted(set(key.session_tag_keys))),
     )
+
+
+def _is_set(items: tuple[str, ...]) -> bool:
+    """Sorted and without repeats."""
+    return len(items) < 2 or all(a < b for a, b in pairwise(items))
 
 
 def matches(pool: WarmPool, job: Job) -> bool:
