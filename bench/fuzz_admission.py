@@ -748,6 +748,8 @@ class Requests:
                 job_id=own_job, keep_alive_period_in_seconds=60
             ),
             "DrainNode": lambda: pb.DrainNodeRequest(host_id="node-9"),
+            "UndrainNode": lambda: pb.UndrainNodeRequest(host_id="node-9"),
+            "GetServiceJobLogs": lambda: pb.GetServiceJobLogsRequest(job_id=own_job),
         }
         make = templates.get(rpc.name)
         return make() if make is not None else rpc.request()

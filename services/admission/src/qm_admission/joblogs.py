@@ -101,7 +101,9 @@ async def stream_logs(
 async def _attempt_to_read(follower: LogFollower, request: pb.GetServiceJobLogsRequest) -> Attempt:
     """The asked attempt; with follow and none yet (attempt 0), wait for the first."""
     while True:
-        job = follower.state.jobs[request.job_id]
+        job = follower.state.jobs.get(request.job_id)
+        if job is None:  # forgotten by a bounded state while we waited
+            raise not_found("job_id", f"job {request.job_id!r} does not exist")
         if request.attempt:
             found = [a for a in job.attempts if a.number == request.attempt]
             if found:
