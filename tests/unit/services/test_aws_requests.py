@@ -364,3 +364,37 @@ def test_queue_priority_is_set_on_create_and_kept_unless_updated() -> None:
         "SAGEMAKER_TRAINING",
         "RESOURCE_STATUS_VALID",
     )
+
+
+def test_a_share_whose_finished_job_still_keeps_its_hosts_is_not_deleted() -> None:
+    w = World()
+    w.environment("env", ml_g5_xlarge=1)
+    w.queue("q", "env")
+    w.share("B", 1)
+    w.hosts(1)
+    w.submit(a_job(name="warm", keep_alive=600).in_share("B"), job_id="warm")
+    w.pass_()
+    w.start("warm")
+    w.succeed("warm")  # the hosts stay until the pass makes them a warm pool
+    w.apply(
+        ev.QuotaShareUpdated(
+            at=w.clock,
+            job_queue="q",
+            name="B",
+            capacity_limits=(ev.CapacityLimit("ml.g5.xlarge", 1),),
+            strategy=ev.SharingStrategy.LEND_AND_BORROW,
+            state=ev.State.DISABLED,
+        )
+    )
+    delete = pb.DeleteQuotaShareRequest(job_queue="q", quota_share_name="B")
+
+    assert w.state.jobs["warm"].retained
+    assert rejected(lambda: validation.delete_quota_share(delete, w.state, at=NOW)) == (
+        Code.FAILED_PRECONDITION,
+        "quota_share_name",
+    )
+    w.pass_()  # now an Available pool: still refused, naming the pool
+    assert rejected(lambda: validation.delete_quota_share(delete, w.state, at=NOW)) == (
+        Code.FAILED_PRECONDITION,
+        "quota_share_name",
+    )

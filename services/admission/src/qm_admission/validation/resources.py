@@ -126,6 +126,14 @@ def delete_quota_share(
                 f"quota share {share.name!r} holds warm pool {pool.job_id}; "
                 "set its keep-alive to 0 first",
             )
+    for job in state.jobs.values():
+        ended = job.status in TERMINAL_STATUSES
+        if (job.queue, job.share) == (queue.name, share.name) and ended and job.retained:
+            raise failed_precondition(
+                "quota_share_name",
+                f"job {job.job_id} of quota share {share.name!r} still holds its hosts for a "
+                "warm pool; set the pool's keep-alive to 0 (or wait for it) first",
+            )
     reason = f"Quota share {share.name} deleted"
     events: list[ev.Event] = [
         ev.JobTerminationRequested(at=at, job_id=job.job_id, reason=reason)
