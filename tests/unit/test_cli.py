@@ -11,9 +11,11 @@ from quartermaster.cli import jobs
 from quartermaster.cli.main import main, parser, split_command
 from quartermaster.cli.options import UsageError
 
-OURS = ("env", "policy", "queue", "share", "job", "pools", "nodes")
+OURS = ("env", "policy", "queue", "share", "job", "pools", "nodes", "tags")
 READS = {
     ("env", "list"),
+    ("policy", "list"),
+    ("tags", "list"),
     ("queue", "list"),
     ("queue", "snapshot"),
     ("share", "list"),
