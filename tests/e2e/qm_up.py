@@ -39,7 +39,8 @@ class RunningStack:
 
 def terminate_every_job(stack: RunningStack) -> None:
     """Job processes outlive `qm up`: end every job still going, whatever the test did."""
-    client = Quartermaster(stack.address, credentials_dir=stack.data_dir / "credentials")
+    credentials = stack.data_dir / "credentials"
+    client = Quartermaster(stack.address, timeout=20, credentials_dir=credentials)
     with client:
         for queue in client.describe_job_queues():
             for job in client.list_jobs(queue.job_queue_name):
@@ -58,8 +59,8 @@ def terminate_every_job(stack: RunningStack) -> None:
 
 
 @contextlib.contextmanager
-def qm_up(data_dir: Path, *flags: str) -> Iterator[RunningStack]:
-    """Run `qm up` until the block ends (then Ctrl-C, as a user stops it)."""
+def qm_up(data_dir: Path, *flags: str, cwd: Path | None = None) -> Iterator[RunningStack]:
+    """Run `qm up` (in `cwd`) until the block ends (then Ctrl-C, as a user stops it)."""
     port = free_port()
     env = {
         **os.environ,
@@ -71,7 +72,7 @@ def qm_up(data_dir: Path, *flags: str) -> Iterator[RunningStack]:
     argv = [str(VENV_BIN / "qm"), "up", "--data-dir", str(data_dir), "--grpc-port", str(port)]
     argv += ["--metrics-port", "0", *flags]
     process = subprocess.Popen(
-        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     stack = RunningStack(f"127.0.0.1:{port}", data_dir, env)
     ready = threading.Event()
