@@ -84,8 +84,13 @@ class AttemptRunner:
             self._spans.clear()
 
     async def _launch(self, spec: LaunchSpec | LaunchError, timeout_s: int | None) -> None:
-        await self._store.persist(self.record)  # a restart must not launch it again
-        await self._reporter.report(self._event(ev.JobStarting), self.trace)
+        # Both before anything starts: the record, so that a restart never launches it
+        # again; the report at the same time (a restart that finds no record launches,
+        # and nothing ran yet).
+        await asyncio.gather(
+            self._store.persist(self.record),
+            self._reporter.report(self._event(ev.JobStarting), self.trace),
+        )
         if self._stop.is_set():
             await self._finish(self._event(ev.JobStopConfirmed, exit_code=None))
             return
@@ -102,9 +107,8 @@ class AttemptRunner:
             reason = f"InfrastructureError: {err}"
             await self._finish(self._failed(reason, FailureClass.INFRASTRUCTURE_ERROR))
             return
-        await self._save(pid=job.pid)
         self._log("started (pid %s)", job.pid)
-        running_at = await self._report_running(job.start_phases)
+        running_at = await self._report_running(job.start_phases, pid=job.pid)
         await self._supervise(job, running_at, timeout_s)
 
     async def adopt(self, timeout_s: int | None, running_at: float | None) -> None:
@@ -205,9 +209,12 @@ class AttemptRunner:
         return self._failed(TIMEOUT_REASON, FailureClass.ALGORITHM_ERROR, code, tail)
 
     # ---- reports and the record -------------------------------------------------
-    async def _report_running(self, start_phases: ev.StartPhases | None = None) -> float:
+    async def _report_running(
+        self, start_phases: ev.StartPhases | None = None, **record: object
+    ) -> float:
+        """Save where the job runs (`record`: its pid) and when, in one write, then report."""
         event = self._event(ev.JobRunning, start_phases=start_phases)
-        await self._save(running_at=event.at)
+        await self._save(running_at=event.at, **record)
         await self._reporter.report(event, self.trace)
         if self._spans:  # started: the start span ends, the run span begins
             self._spans.pop().end()
