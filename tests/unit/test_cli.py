@@ -19,6 +19,8 @@ READS = {
     ("queue", "list"),
     ("queue", "snapshot"),
     ("share", "list"),
+    ("share", "describe"),
+    ("job", "describe"),
     ("job", "list"),
     ("job", "submit-many"),
     ("pools", "list"),
@@ -168,3 +170,15 @@ def test_submit_many_of_a_missing_file_is_a_usage_error(
 ) -> None:
     code, _, err = run(capsys, *OFFLINE, "job", "submit-many", str(tmp_path / "nope.yaml"))
     assert code == 2 and "cannot read" in err
+
+
+def test_a_described_message_shows_as_one_row_per_nested_field() -> None:
+    from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
+    from quartermaster.cli.options import fields, to_dict
+
+    job = pb.ServiceJobDetail(job_name="n", job_id="j1", tags={"team": "a"})
+    job.attempts.add(host_ids=["node-1", "node-2"])
+    rows = dict(fields(to_dict(job)))
+    assert rows["job_name"] == "n"
+    assert rows["tags.team"] == "a"
+    assert rows["attempts.0.host_ids.0"] == "node-1"

@@ -29,6 +29,7 @@ from quartermaster.cli.options import (
     enum_values,
     positive,
     show,
+    show_one,
 )
 from quartermaster.cli.tables import enum_name, render, when
 from quartermaster.client import Quartermaster, QuartermasterError
@@ -176,7 +177,7 @@ def share_delete(c: Quartermaster, a: argparse.Namespace) -> None:
 
 
 def share_describe(c: Quartermaster, a: argparse.Namespace) -> None:
-    show(c.describe_quota_share(a.queue, a.name))
+    show_one(a, c.describe_quota_share(a.queue, a.name))
 
 
 def share_list(c: Quartermaster, a: argparse.Namespace) -> None:
@@ -203,7 +204,7 @@ def share_list(c: Quartermaster, a: argparse.Namespace) -> None:
 
 
 def job_describe(c: Quartermaster, a: argparse.Namespace) -> None:
-    show(c.describe_job(a.job_id))
+    show_one(a, c.describe_job(a.job_id))
 
 
 def job_list(c: Quartermaster, a: argparse.Namespace) -> None:
@@ -443,6 +444,7 @@ def parser() -> argparse.ArgumentParser:
     p = command(share, "describe", share_describe, "show a quota share")
     p.add_argument("queue", help="job queue (name or ARN)")
     p.add_argument("name", help="quota share name")
+    add_output(p, default="json")
     p = command(share, "list", share_list, "list a queue's quota shares", read=True)
     p.add_argument("queue", help="job queue (name or ARN)")
 
@@ -476,6 +478,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar left on the terminal")
     p = command(job, "describe", job_describe, "show a job in full")
     p.add_argument("job_id", help="job id or ARN")
+    add_output(p, default="json")
     p = command(job, "list", job_list, "list a queue's jobs", read=True)
     p.add_argument("queue", help="job queue (name or ARN)")
     p.add_argument("--status", default=None, help="unset: every status", **choice(JOB_STATUSES))

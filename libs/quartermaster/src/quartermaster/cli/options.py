@@ -96,11 +96,11 @@ def positive(text: str) -> int:
     return value
 
 
-def add_output(p: argparse.ArgumentParser) -> None:
+def add_output(p: argparse.ArgumentParser, default: str = "table") -> None:
     p.add_argument(
         "--output",
         "-o",
-        default="table",
+        default=default,
         help="table for people, json for scripts",
         **choice(("table", "json"), lower=True),
     )
@@ -113,6 +113,27 @@ def to_dict(message: Message) -> dict[str, Any]:
 
 def show(message: Message) -> None:
     print(json.dumps(to_dict(message), indent=2))
+
+
+def fields(value: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """A message's dict as (dotted.field, value) rows: nested fields and list items flat."""
+    if isinstance(value, dict):
+        return [row for k, v in value.items() for row in fields(v, f"{prefix}{k}.")]
+    if isinstance(value, list) and value:
+        return [row for i, v in enumerate(value) for row in fields(v, f"{prefix}{i}.")]
+    return [
+        (prefix.removesuffix("."), json.dumps(value) if isinstance(value, list) else str(value))
+    ]
+
+
+def show_one(args: argparse.Namespace, message: Message) -> None:
+    """A describe command's result: JSON, or one FIELD VALUE row per (nested) field."""
+    if getattr(args, "output", "json") == "json":
+        show(message)
+        return
+    rows = fields(to_dict(message))
+    width = max((len(k) for k, _ in rows), default=0)
+    print("\n".join(f"{k.ljust(width)}  {v}" for k, v in rows))
 
 
 def emit(
