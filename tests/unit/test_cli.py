@@ -182,3 +182,12 @@ def test_a_described_message_shows_as_one_row_per_nested_field() -> None:
     assert rows["job_name"] == "n"
     assert rows["tags.team"] == "a"
     assert rows["attempts.0.host_ids.0"] == "node-1"
+
+
+def test_qm_up_and_demo_flags_have_help_and_any_case_runtime() -> None:
+    top = parser()
+    groups = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    for name in ("up", "demo"):
+        for action in groups.choices[name]._actions:
+            assert action.help, (name, action.dest)
+    assert top.parse_args(["up", "--runtime", "Docker"]).runtime == "docker"

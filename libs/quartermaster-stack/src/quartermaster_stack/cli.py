@@ -17,6 +17,7 @@ from typing import Any
 from quartermaster import telemetry
 from quartermaster.auth import Role, ShareRef, TokenError
 from quartermaster.auth.local import LocalCredentials
+from quartermaster.cli.options import DefaultsFormatter
 from quartermaster.telemetry import LogFormat, SpanExporterKind, TelemetrySettings, traces
 from quartermaster_stack.console import live_jobs, port_taken, stop_message
 from quartermaster_stack.settings import StackSettings
@@ -210,7 +211,8 @@ def _token_issue(args: argparse.Namespace) -> int:
 
 def register(groups: Any) -> None:
     """Entry point (`quartermaster.cli`): adds `qm up` and `qm demo` to the library's `qm`."""
-    formatter = argparse.ArgumentDefaultsHelpFormatter
+    # qm's own formatter: `(default: X)` unless the help says its default itself.
+    formatter = DefaultsFormatter
     up_ = groups.add_parser(
         "up", help="run the whole stack on this machine", formatter_class=formatter
     )

@@ -28,6 +28,7 @@ class DefaultsFormatter(argparse.RawDescriptionHelpFormatter):
         default = action.default
         if (
             "%(default)" in text
+            or "(default" in text
             or not action.option_strings
             or action.required
             or default is None
