@@ -147,3 +147,25 @@ def test_scheduler_counts_preemptions_by_kind_and_share() -> None:
     assert get(waits, queue="q", share="QS1") == 3
     assert get(waits, queue="q", share="QS2") == 1
     assert get("quartermaster_decisions_appended_total", decision="job.preemption_requested") == 2
+
+
+def test_scheduler_counts_warm_pool_hits_and_billable_seconds() -> None:
+    registry = CollectorRegistry()
+    metrics = SchedulerMetrics(registry)
+    w = World().environment(ml_g5_xlarge=1).queue().hosts(1)
+    w.share("QS1", 1, "RESERVE")
+    w.submit(a_job(name="first", keep_alive=600).in_share("QS1"))
+    counted_pass(w, metrics)
+    w.start("first").succeed("first")
+    counted_pass(w, metrics)  # the host stays warm
+    w.tick(30)
+    w.submit(a_job(name="second").in_share("QS1"))
+    counted_pass(w, metrics)  # the matching job takes the pool
+
+    def get(name: str) -> float | None:
+        return registry.get_sample_value(name, {"queue": "q", "share": "QS1"})
+
+    assert w.dispatched().get("second") is not None
+    assert get("quartermaster_warm_pool_misses_total") == 1
+    assert get("quartermaster_warm_pool_hits_total") == 1
+    assert get("quartermaster_warm_pool_billable_seconds_total") == 30
