@@ -50,6 +50,7 @@ def test_jobs_find_programs_on_the_job_path(make_stack: StackFactory, tmp_path: 
         job = queue.submit(trainer, None, quota_share_name="A")
         detail = job.wait(timeout=60)
         assert detail["status"] == "SUCCEEDED", detail
+        assert job.get_model_trainer().base_job_name == "on-path"  # the SDK's way back
         missing = queue.submit(
             ModelTrainer(source_code=SourceCode(command="no-such-program-qm")),
             None,

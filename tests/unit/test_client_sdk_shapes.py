@@ -17,6 +17,7 @@ from quartermaster.client.shapes import (
     retry_strategy,
     timeout_config,
 )
+from quartermaster.client.trainer import trainer_from_payload
 from quartermaster.client.training_queue import TrainingQueue
 
 
@@ -94,6 +95,33 @@ def test_the_trainer_builds_the_create_training_job_payload() -> None:
     assert payload["InputDataConfig"][0]["ChannelName"] == "train"
     script = ModelTrainer(source_code=SourceCode(entry_script="train.py")).command()
     assert script == ["python", "train.py"]
+
+
+def test_a_payload_gives_back_its_trainer() -> None:
+    trainer = ModelTrainer(
+        training_image="img:1",
+        source_code=SourceCode(command="python train.py --epochs 3"),
+        base_job_name="resnet",
+        compute=Compute(instance_type="ml.p4d.24xlarge", instance_count=2),
+        stopping_condition=StoppingCondition(max_runtime_in_seconds=60),
+        tags=[{"Key": "aws:internal", "Value": "x"}, {"Key": "team", "Value": "a"}],
+    )
+    back = trainer_from_payload(trainer.training_job_payload())
+    assert back.base_job_name == "resnet"
+    assert back.training_image == "img:1"
+    assert back.command() == ["sh", "-c", "python train.py --epochs 3"]
+    assert back.compute == trainer.compute
+    assert back.stopping_condition == trainer.stopping_condition
+    assert back.tags == [{"Key": "team", "Value": "a"}]  # system tags dropped, as the SDK does
+    plain = trainer_from_payload(
+        {
+            "AlgorithmSpecification": {
+                "ContainerEntrypoint": ["python"],
+                "ContainerArguments": ["a b"],
+            }
+        }
+    )
+    assert plain.command() == ["sh", "-c", "python 'a b'"]
 
 
 def test_job_ids_come_from_arns() -> None:

@@ -7,6 +7,8 @@ stream rather than polling every 5 s as the SDK does.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import time
 from collections.abc import Iterable
@@ -14,13 +16,17 @@ from typing import Any
 
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.client.connection import Quartermaster, default_client
+from quartermaster.client.exceptions import NoTrainingJob
 from quartermaster.client.shapes import enum_text, job_detail
+from quartermaster.client.trainer import ModelTrainer, trainer_from_payload
 
 log = logging.getLogger(__name__)
 
 JOB_STATUS_COMPLETED = "SUCCEEDED"
 JOB_STATUS_FAILED = "FAILED"
 TERMINAL = frozenset({JOB_STATUS_COMPLETED, JOB_STATUS_FAILED})
+# Statuses before any attempt started: no training job yet (the SDK's set).
+NO_TRAINING_JOB = frozenset({"SUBMITTED", "PENDING", "RUNNABLE"})
 RECHECK_SECONDS = 5.0
 
 
@@ -113,3 +119,18 @@ class TrainingQueuedJob:
         if detail["status"] == JOB_STATUS_FAILED:
             raise RuntimeError(detail.get("statusReason", ""))
         raise TimeoutError("Reached timeout before the Batch job reached a terminal status")
+
+    async def fetch_job_results(self, timeout: float | None = None) -> dict[str, Any]:
+        """`result` for asyncio code (the blocking wait runs in a thread)."""
+        return await asyncio.to_thread(self.result, timeout)
+
+    def get_model_trainer(self) -> ModelTrainer:
+        """The trainer the job was submitted with, once an attempt started; NoTrainingJob
+        while it waits in the queue (then the attempts' reasons are logged)."""
+        detail = self.describe()
+        if detail["status"] in NO_TRAINING_JOB:
+            for number, attempt in enumerate(detail.get("attempts", ()), start=1):
+                if attempt.get("statusReason"):
+                    log.info("Attempt %d - %s", number, attempt["statusReason"])
+            raise NoTrainingJob("No Training job created. Job is still waiting in queue")
+        return trainer_from_payload(json.loads(detail.get("serviceRequestPayload") or "{}"))

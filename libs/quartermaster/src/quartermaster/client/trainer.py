@@ -8,6 +8,8 @@ would send. `SourceCode.command` is run with `sh -c`; `entry_script` with `pytho
 
 from __future__ import annotations
 
+import re
+import shlex
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -130,3 +132,41 @@ def _timestamp() -> str:
     """As the SDK names jobs: YYYY-MM-DD-HH-MM-SS-mmm (UTC)."""
     now = time.time()
     return time.strftime("%Y-%m-%d-%H-%M-%S", time.gmtime(now)) + f"-{int(now * 1000) % 1000:03d}"
+
+
+def trainer_from_payload(payload: Mapping[str, Any]) -> ModelTrainer:
+    """The builder a CreateTrainingJob payload came from (as the SDK's `get_model_trainer`
+    rebuilds a ModelTrainer from the training job)."""
+    spec = payload.get("AlgorithmSpecification") or {}
+    command = [*spec.get("ContainerEntrypoint", ()), *spec.get("ContainerArguments", ())]
+    code = (
+        SourceCode(command=command[2])
+        if command[:2] == ["sh", "-c"] and len(command) == 3
+        else (SourceCode(command=shlex.join(command)) if command else SourceCode())
+    )
+    resources = payload.get("ResourceConfig") or {}
+    stopping = payload.get("StoppingCondition") or {}
+    name = str(payload.get("TrainingJobName") or "training-job")
+    return ModelTrainer(
+        training_image=str(spec.get("TrainingImage", "")),
+        source_code=code,
+        base_job_name=_BASE_NAME.sub("", name),
+        compute=Compute(
+            instance_type=str(resources.get("InstanceType", "ml.g5.xlarge")),
+            instance_count=int(resources.get("InstanceCount", 1)),
+            volume_size_in_gb=int(resources.get("VolumeSizeInGB", 30)),
+            keep_alive_period_in_seconds=resources.get("KeepAlivePeriodInSeconds"),
+        ),
+        stopping_condition=StoppingCondition(
+            max_runtime_in_seconds=stopping.get("MaxRuntimeInSeconds")
+        ),
+        role=str(payload.get("RoleArn") or DEFAULT_ROLE),
+        environment=payload.get("Environment") or {},
+        hyperparameters=payload.get("HyperParameters") or {},
+        tags=[t for t in payload.get("Tags") or () if not str(t.get("Key", "")).startswith("aws:")],
+        training_input_mode=str(spec.get("TrainingInputMode", "File")),
+    )
+
+
+# The timestamp `training_job_payload` (and the SDK) appends to the base job name.
+_BASE_NAME = re.compile(r"-(\d{4}-\d{2}-\d{2}-\d{2}-\d{2}-\d{2}-\d{3}|\d{6}-\d{4})$")
