@@ -212,3 +212,36 @@ def test_submit_many_in_chunks_then_wait_shows_progress(make_stack, tmp_path: Pa
     assert qm([*a, "job", "list", QUEUE, "--status", "succeeded", "-o", "json"]) == 0
     listed = {j["job_name"] for j in json.loads(capsys.readouterr().out)}
     assert listed == {f"many-{i}" for i in range(5)}
+
+
+def test_log_requests_that_cannot_be_served_say_why(make_stack) -> None:  # type: ignore[no-untyped-def]
+    stack = make_stack(nodes=1)
+    c = Quartermaster(stack.address, timeout=20, credentials_dir=stack.credentials_dir)
+    setup_queue(c, 1, [("A", 1, "LEND_AND_BORROW", None, False)])
+    job_id = submit(c, "done", "A", "echo hi")
+    until("done", lambda: status(c, job_id) == "SUCCEEDED")
+
+    def refused(**fields: object) -> tuple[grpc.StatusCode, str]:
+        with pytest.raises(QuartermasterError) as err:
+            list(job_logs(c, **fields))  # type: ignore[arg-type]
+        return err.value.code, err.value.details
+
+    assert refused(job_id="nope")[0] == grpc.StatusCode.NOT_FOUND
+    code, details = refused(job_id=job_id, host_id="node-9")
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "host_id" in details
+    code, details = refused(job_id=job_id, attempt=-1)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "attempt" in details
+    stack.stop_part("node-1")
+    code, details = refused(job_id=job_id)
+    assert code == grpc.StatusCode.UNAVAILABLE and "node-1" in details
+    stack.start_part("node-1")  # the kept log is still there after the agent's restart
+
+    def kept() -> bool:
+        try:
+            return b"".join(ch.data for ch in job_logs(c, job_id)) == b"hi\n"
+        except QuartermasterError as err:  # until the agent listens again
+            assert err.code == grpc.StatusCode.UNAVAILABLE, err
+            return False
+
+    until("kept", kept)
+    c.close()
