@@ -85,4 +85,5 @@ def test_seed_scenario_metrics(make_stack: StackFactory) -> None:
         "warmpool",
         "admission",
         "projector",
+        "node-1",
     }

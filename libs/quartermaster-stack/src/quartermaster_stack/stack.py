@@ -407,6 +407,7 @@ class Stack:
         event_log = await self._connect(host)
         agent = NodeAgent(settings, event_log, metrics=self.node_metrics)
         self.parts[host] = agent
+        self._positions[host] = lambda: agent.log_position
         return self._task(host, agent.run(), event_log, before=agent.stop)
 
     def _admission_security(self) -> dict[str, Any]:

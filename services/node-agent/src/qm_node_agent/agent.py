@@ -111,6 +111,11 @@ class NodeAgent:
     def ready(self) -> bool:
         return self._ready.is_set()
 
+    @property
+    def log_position(self) -> int:
+        """The last log sequence this agent has folded (0 before it starts)."""
+        return 0 if self._follower is None else self._follower.seq
+
     def stop(self) -> None:
         """Ask `run()` to return: loops stop, running jobs are left to be re-adopted."""
         self._stopping.set()
