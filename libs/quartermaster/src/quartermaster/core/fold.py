@@ -210,29 +210,31 @@ def _submitted(state: State, e: ev.JobSubmitted) -> None:
     if e.job_id in state.jobs:
         return
     limits = [s for s in (e.attempt_duration_seconds, e.max_runtime_seconds) if s]
+    # Positional, in `Job`'s field order: msgspec matches keywords one field at a time
+    # (45 fields: about 8 us a job by keyword, 1 us by position).
     job = Job(
-        submitted_by=e.principal,
-        job_id=e.job_id,
-        job_name=e.job_name,
-        queue=e.job_queue,
-        share=e.quota_share,
-        unit=e.instance_type,
-        count=e.instance_count,
-        priority=e.scheduling_priority,
-        created_at=e.at,
-        retry_attempts=e.retry_attempts,
-        evaluate_on_exit=e.evaluate_on_exit,
-        preemption_retries=e.preemption_retries,
-        timeout_seconds=min(limits) if limits else None,
-        keep_alive_seconds=e.keep_alive_seconds,
-        warm_pool_key=warm_pools.match_key(e.warm_pool_key),
-        payload=e.payload,
-        tags=dict(e.tags),
-        client_token=e.client_token,
-        chain_id=e.job_id,
-        attempt_duration_seconds=e.attempt_duration_seconds,
-        service_job_type=e.service_job_type,
+        e.job_id,
+        e.job_name,
+        e.job_queue,
+        e.quota_share,
+        e.instance_type,
+        e.instance_count,
+        e.scheduling_priority,
+        e.at,
+        e.retry_attempts,
+        e.evaluate_on_exit,
+        e.preemption_retries,
+        min(limits) if limits else None,
+        e.keep_alive_seconds,
+        warm_pools.match_key(e.warm_pool_key),
+        e.payload,
+        dict(e.tags),
+        e.client_token,
+        e.attempt_duration_seconds,
+        e.service_job_type,
     )
+    job.chain_id = e.job_id
+    job.submitted_by = e.principal
     state.jobs[job.job_id] = job
     state.enqueue(job)
 
