@@ -542,7 +542,8 @@ async def test_the_cli_deletes_lists_policies_and_tags(
     assert (await qm("env", "update", "env", "--state", "disabled"))[0] == 0
     assert (await qm("queue", "update", "q", "--state", "disabled"))[0] == 0
     for share in ("QS1", "QS2"):
-        await disable_share(c, share)
+        assert (await qm("share", "delete", "q", share))[0] == 1  # ENABLED
+        assert (await qm("share", "disable", "q", share))[0] == 0
         assert (await qm("share", "delete", "q", share))[0] == 0
     assert (await qm("queue", "delete", "q"))[0] == 0
     assert (await qm("policy", "delete", "fifo"))[0] == 0

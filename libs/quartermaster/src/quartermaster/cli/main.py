@@ -513,7 +513,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("job_id", help="the job the pool is named after")
     p.add_argument("--keep-alive", type=int, required=True, help="seconds; 0 terminates the pool")
 
-    resources.add({"env": env, "policy": policy, "queue": queue}, group, command)
+    resources.add({"env": env, "policy": policy, "queue": queue, "share": share}, group, command)
 
     nodes = group("nodes", "GPU hosts")
     command(nodes, "list", nodes_list, "list hosts", read=True)

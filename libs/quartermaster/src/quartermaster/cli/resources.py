@@ -31,6 +31,13 @@ def queue_delete(c: Quartermaster, a: argparse.Namespace) -> None:
     print(f"deleted {a.name}")
 
 
+def share_state(c: Quartermaster, a: argparse.Namespace) -> None:
+    state = pb.QUOTA_SHARE_STATE_ENABLED if a.enable else pb.QUOTA_SHARE_STATE_DISABLED
+    request = pb.UpdateQuotaShareRequest(job_queue=a.queue, quota_share_name=a.name, state=state)
+    c.call(c.quota.UpdateQuotaShare, request)
+    print(f"{a.queue}/{a.name}: {'ENABLED' if a.enable else 'DISABLED'}")
+
+
 def policy_delete(c: Quartermaster, a: argparse.Namespace) -> None:
     c.call(c.quota.DeleteSchedulingPolicy, pb.DeleteSchedulingPolicyRequest(arn=a.name))
     print(f"deleted {a.name}")
@@ -101,13 +108,21 @@ def tag(text: str) -> tuple[str, str]:
 
 
 def add(sub: dict[str, Any], group: Callable[[str, str], Any], command: Command) -> None:
-    """Add the commands to `qm`'s `env`, `policy` and `queue` groups (`sub`), and `tags`."""
+    """Add the commands to `qm`'s env, policy, queue and share groups (`sub`), and tags."""
     p = command(sub["env"], "delete", env_delete, "delete a DISABLED environment no queue uses")
     p.add_argument("name", help="environment name or ARN")
     p = command(
         sub["queue"], "delete", queue_delete, "delete a DISABLED queue with no shares or jobs left"
     )
     p.add_argument("name", help="queue name or ARN")
+    for name, enable, help_ in (
+        ("disable", False, "disable a quota share (no new submissions; needed before delete)"),
+        ("enable", True, "enable a quota share again"),
+    ):
+        p = command(sub["share"], name, share_state, help_)
+        p.add_argument("queue", help="job queue (name or ARN)")
+        p.add_argument("name", help="quota share name")
+        p.set_defaults(enable=enable)
     policy = sub["policy"]
     p = command(policy, "delete", policy_delete, "delete a policy no queue uses")
     p.add_argument("name", help="policy name or ARN")
