@@ -13,6 +13,7 @@ Asserts nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import tempfile
@@ -23,6 +24,7 @@ from queue import Queue
 
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.client import Quartermaster, TrainingQueue, training_job
+from quartermaster.client.connection import QuartermasterError
 from quartermaster_stack.settings import StackSettings
 from quartermaster_stack.thread import StackThread
 
@@ -36,8 +38,9 @@ def run_once(client: Quartermaster, queue: TrainingQueue, run: int, jobs: int) -
     changes: Queue[tuple[str, int]] = Queue()
 
     def watch() -> None:  # changes from the moment it subscribes: start it first
-        for change in client.watch(job_queue=queue.name, timeout=1800):
-            changes.put((change.job_id, change.status))
+        with contextlib.suppress(QuartermasterError):  # the channel closes at the end
+            for change in client.watch(job_queue=queue.name, timeout=1800):
+                changes.put((change.job_id, change.status))
 
     threading.Thread(target=watch, daemon=True).start()
     time.sleep(1.0)
