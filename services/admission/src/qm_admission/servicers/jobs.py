@@ -6,12 +6,11 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-import grpc
 import msgspec
 
 from qm_admission import access, queries, validation
 from qm_admission.consistency import announce
-from qm_admission.errors import RequestRejected, invalid, not_found
+from qm_admission.errors import Code, RequestRejected, invalid, not_found
 from qm_admission.servicers.base import Backends, write
 from qm_admission.submission import Outcome, SubmissionPlanner
 from qm_admission.tokens import new_job_id
@@ -193,8 +192,9 @@ class ServiceJobs(rpc.ServiceJobsServicer):
             while (change := await subscription.next()) is not None:
                 yield change
             if subscription.overflowed:
-                await context.abort(
-                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                raise RequestRejected(
+                    Code.RESOURCE_EXHAUSTED,
+                    "after_sequence",
                     "the stream fell too far behind; resume with after_sequence",
                 )
         finally:
