@@ -171,7 +171,8 @@ def test_a_containers_output_is_followed_and_kept(make_stack, docker, tmp_path: 
     stack = make_stack(nodes=1, runtime="docker")
     c = Quartermaster(stack.address, timeout=20, credentials_dir=stack.credentials_dir)
     setup_queue(c, 1, [("A", 1, "LEND_AND_BORROW", None, False)])
-    script = "echo one; echo two >&2; sleep 2; echo three"
+    # Docker captures stdout and stderr apart: lines written at once may swap.
+    script = "echo one; sleep 0.5; echo two >&2; sleep 2; echo three"
     fields = {"queue": QUEUE, "share": "A", "name": "boxed", "image": IMAGE}
     request = submission(fields | {"command": ["sh", "-c", script]})
     job_id = str(c.call(c.jobs.SubmitServiceJob, request).job_id)
