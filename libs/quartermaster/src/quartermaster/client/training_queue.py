@@ -20,7 +20,12 @@ from typing import Any, Protocol, runtime_checkable
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.client.connection import Quartermaster, QuartermasterError, default_client
 from quartermaster.client.queued_job import TrainingQueuedJob
-from quartermaster.client.shapes import preemption_configuration, retry_strategy, timeout_config
+from quartermaster.client.shapes import (
+    enum_text,
+    preemption_configuration,
+    retry_strategy,
+    timeout_config,
+)
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +47,11 @@ DEFAULT_RETRY_CONFIG: dict[str, Any] = {
 MAP_CHUNK = 100
 # AWS Batch's PENDING (waiting on dependencies): Quartermaster jobs have none.
 NEVER_HELD = frozenset({"PENDING"})
+
+
+def status_name(value: int) -> str:
+    """`"RUNNING"` for `pb.JOB_STATUS_RUNNING` (a job status as the AWS API spells it)."""
+    return enum_text(pb.JobStatus.DESCRIPTOR, value)
 
 
 @runtime_checkable
