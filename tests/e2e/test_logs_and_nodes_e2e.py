@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -246,3 +247,20 @@ def test_log_requests_that_cannot_be_served_say_why(make_stack) -> None:  # type
 
     until("kept", kept)
     c.close()
+
+
+def test_logs_piped_into_a_reader_that_stops_early_end_quietly(secured: StackThread) -> None:
+    c = Quartermaster(secured.address, credentials_dir=secured.credentials_dir)
+    job_id = submit(c, "chatty", "A", "yes | head -c 3000000")
+    until("chatty done", lambda: status(c, job_id) == "SUCCEEDED")
+    c.close()
+    logs = subprocess.Popen(
+        [sys.executable, "-m", "quartermaster.cli.main", *cli(secured), "job", "logs", job_id],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert logs.stdout is not None
+    assert logs.stdout.read(10) == b"y\ny\ny\ny\ny\n"
+    logs.stdout.close()  # like `| head`
+    assert logs.wait(60) == 0
+    assert logs.stderr is not None and logs.stderr.read() == b""

@@ -546,6 +546,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("qm: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `qm job logs J | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def _call(args: argparse.Namespace) -> int:
@@ -559,6 +562,8 @@ def _call(args: argparse.Namespace) -> int:
     except QuartermasterError as err:
         print(f"qm: error: {err}", file=sys.stderr)
         return CALL_ERROR
+    except BrokenPipeError:
+        raise
     except (TimeoutError, OSError) as err:  # a wait ran out; credentials not readable
         print(f"qm: error: {err}", file=sys.stderr)
         return CALL_ERROR
