@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import msgspec
+
 from qm_admission.errors import failed_precondition, invalid, not_found
 from qm_admission.names import Kind, check_name, reference
 from qm_admission.references import job_id_of, share_of
@@ -185,11 +187,12 @@ def policy_names(field: str, refs: Sequence[str]) -> list[str]:
 # ---- tags -------------------------------------------------------------------------
 
 
-class Resource:
+class Resource(msgspec.Struct, frozen=True):
     """A resource named by an ARN: its kind, name (job id for jobs) and queue (shares)."""
 
-    def __init__(self, kind: ev.ResourceKind, name: str, job_queue: str = "") -> None:
-        self.kind, self.name, self.job_queue = kind, name, job_queue
+    kind: ev.ResourceKind
+    name: str
+    job_queue: str = ""
 
 
 def resource(state: State, field: str, arn: str) -> tuple[Resource, dict[str, str]]:
