@@ -1,8 +1,7 @@
 """Quartermaster node agent: runs the job attempts the log dispatches to its GPU host.
 
-Names are imported on first use: `python -m qm_node_agent.wrapper` runs once per job
-attempt and must start with the standard library only (importing the agent here cost
-over a second per job start on a loaded host).
+Names are imported on first use, so importing one module (e.g. `qm_node_agent.wrapper`,
+which holds the per-attempt shell wrapper) does not import the whole agent.
 """
 
 from typing import TYPE_CHECKING, Any
