@@ -33,6 +33,9 @@ CREATE INDEX IF NOT EXISTS jobs_queue_status_created
     ON {s}.jobs (job_queue, status, created_at, job_id);
 CREATE INDEX IF NOT EXISTS jobs_queue_created ON {s}.jobs (job_queue, created_at, job_id);
 CREATE INDEX IF NOT EXISTS jobs_name ON {s}.jobs (job_name text_pattern_ops);
+-- JOB_NAME matches as AWS: case-insensitive, a trailing * is a prefix
+CREATE INDEX IF NOT EXISTS jobs_name_lower
+    ON {s}.jobs (job_queue, lower(job_name) text_pattern_ops);
 CREATE INDEX IF NOT EXISTS jobs_front
     ON {s}.jobs (job_queue, scheduling_priority DESC, created_at, job_id)
     WHERE status = 'RUNNABLE';
