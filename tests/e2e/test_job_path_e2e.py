@@ -52,11 +52,30 @@ def test_jobs_find_programs_on_the_job_path(make_stack: StackFactory, tmp_path: 
         assert detail["status"] == "SUCCEEDED", detail
         assert job.get_model_trainer().base_job_name == "on-path"  # the SDK's way back
         missing = queue.submit(
-            ModelTrainer(source_code=SourceCode(command="no-such-program-qm")),
+            training_job(command=["no-such-program-qm"], instance_type=UNIT),
             None,
+            "missing",
             quota_share_name="A",
         )
-        assert missing.wait(timeout=60)["status"] == "FAILED"
+        failed = missing.wait(timeout=60)
+        assert failed["status"] == "FAILED"
+        assert "command not found: no-such-program-qm" in failed["statusReason"], failed
+
+
+def test_a_job_may_set_its_own_path(make_stack: StackFactory, tmp_path: Path) -> None:
+    tools = tmp_path / "own-tools"
+    tools.mkdir()
+    program = tools / "own-qm"
+    program.write_text("#!/bin/sh\nexit 0\n")
+    program.chmod(0o755)
+    stack = make_stack(nodes=1, job_path=os.defpath)
+    with client_for(stack) as c:
+        queue = setup_queue(c, 1, [("A", 1, "LEND_AND_BORROW", None, False)])
+        payload = training_job(
+            command=["own-qm"], instance_type=UNIT, environment={"PATH": f"{tools}:{os.defpath}"}
+        )
+        job = queue.submit(payload, None, "own-path", quota_share_name="A")
+        assert job.wait(timeout=60)["status"] == "SUCCEEDED"
 
 
 def test_a_job_without_a_command_is_refused_naming_the_field(make_stack: StackFactory) -> None:
