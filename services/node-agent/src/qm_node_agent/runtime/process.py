@@ -121,7 +121,7 @@ class ProcessRuntime:
         # The agent's job PATH, unless the job's own Environment sets one.
         env = {"PATH": self._job_path, **spec.environment_with_cache(str(spec.cache_dir))}
         if not _resolvable(command[0], spec.work_dir, env["PATH"]):
-            raise LaunchError.client(f"command not found: {command[0]} (PATH={env['PATH']})")
+            raise LaunchError.client(f"command not found: {command[0]}")
         exit_file = Path(record.exit_file)
         exit_file.unlink(missing_ok=True)
         try:
