@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from qm_node_agent.joblogs import LogKeeper
 from qm_node_agent.layout import Layout
 from quartermaster.bus.joblogs import LogReply, LogRequest
@@ -96,3 +98,44 @@ def test_orphaned_live_logs_are_kept_at_start(tmp_path: Path) -> None:
     write_live(k, b"left behind\n")
     k.keep_orphans(live_stems=set(), now=100.0)
     assert read_all(k) == (b"left behind\n", 0, True)
+
+
+def test_a_running_attempts_log_over_the_cap_frees_its_middle_and_reads_skip_it(
+    tmp_path: Path,
+) -> None:
+    cap = 64 * 1024
+    k = keeper(tmp_path, cap=cap)
+    data = b"".join(b"%09d\n" % i for i in range(65536))  # 640 KiB, ten caps
+    write_live(k, data)
+    freed = k.trim_live(stem())
+    if freed == 0:
+        pytest.skip(f"the file system of {tmp_path} cannot punch holes (fallocate)")
+    live = k.layout.log_file(JOB, ATTEMPT)
+    assert live.stat().st_size == len(data)  # offsets stay: the writer appends as before
+    assert live.stat().st_blocks * 512 <= len(data) - freed + 2 * 4096
+    start = cap // 4  # 16 KiB: a whole number of blocks
+    end = start + freed
+    # a reader sees the head, then a skip to what is still there
+    out, skipped = b"", 0
+    offset = 0
+    while True:
+        reply = k.read(
+            LogRequest(job_id=JOB, attempt=ATTEMPT, offset=offset, max_bytes=50_000),
+            running=True,
+        )
+        if not reply.data and not reply.skipped_bytes:
+            break
+        out += reply.data
+        skipped += reply.skipped_bytes
+        offset = reply.offset + len(reply.data)
+    assert skipped == freed
+    assert out == data[:start] + data[end:]
+    assert len(out) <= cap + 2 * 4096
+    # more output, trimmed again: the hole grows, what is kept at the end is head + tail
+    more = b"x" * (200 * 1024)
+    with open(live, "ab") as handle:
+        handle.write(more)
+    assert k.trim_live(stem()) > 0
+    k.keep(stem(), ended_at=1.0)
+    whole = data + more
+    assert read_all(k) == (whole[: cap // 4] + whole[-(cap - cap // 4) :], len(whole) - cap, True)

@@ -42,6 +42,7 @@ from quartermaster.metrics.attempts import NodeMetrics, StartObserver
 log = logging.getLogger(__name__)
 
 AttemptKey = tuple[str, int]
+LIVE_LOG_TRIM_SECONDS = 5.0  # how often running attempts' logs are held to the cap
 
 
 def make_runtime(settings: NodeSettings) -> JobRuntime:
@@ -157,6 +158,7 @@ class NodeAgent:
                 self._group = group
                 self._spawn(self._heartbeats(), "heartbeats")
                 self._spawn(self._prune_logs(), "prune logs")
+                self._spawn(self._trim_live_logs(), "trim live logs")
                 self._adopt_all()
                 self._ready.set()
                 log.info(
@@ -234,6 +236,14 @@ class NodeAgent:
         while not self._stopping.is_set():
             await asyncio.to_thread(self._keeper.prune, self._clock())
             await asyncio.sleep(period)
+
+    async def _trim_live_logs(self) -> None:
+        """Keep running attempts' logs within the cap on disk (their middle is freed)."""
+        while not self._stopping.is_set():
+            for key in list(self._runners):
+                stem = self.layout.log_file(*key).stem
+                await asyncio.to_thread(self._keeper.trim_live, stem)
+            await asyncio.sleep(LIVE_LOG_TRIM_SECONDS)
 
     # ---- reconciliation ----------------------------------------------------------------
     def _on_batch(self, seq: int, subject: str, events: list[ev.AnyEvent]) -> None:

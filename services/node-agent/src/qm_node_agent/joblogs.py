@@ -1,7 +1,10 @@
 """Each attempt's output, kept after the attempt ends: capped, for a retention period.
 
-While an attempt runs its output grows in its live file (`Layout.log_file`). Once
-the log says the attempt is over on this host, `keep` moves it to `logs/`: whole
+While an attempt runs its output grows in its live file (`Layout.log_file`);
+`trim_live`, every few seconds, frees the disk blocks of a live file's middle once it
+is over the cap (a hole punched with fallocate: offsets stay, the writer never
+notices) and notes the hole beside it. Once the log says the attempt is over on this
+host, `keep` moves it to `logs/`: whole
 if it is at most `cap_bytes`, else its first quarter of the cap and its newest
 three quarters, with a small JSON note of what was dropped (written last: a kept
 log without its note is not there yet). `prune` deletes kept logs whose attempt
@@ -14,6 +17,9 @@ dropped middle skips to the tail and says how many bytes it skipped.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
+import errno
 import logging
 import os
 from collections.abc import Callable
@@ -36,6 +42,13 @@ class KeptNote(msgspec.Struct, frozen=True, kw_only=True):
     head: int  # bytes kept from the start; the rest kept are the newest
     skipped: int  # bytes dropped after the head
     ended_at: float
+
+
+class LiveHole(msgspec.Struct, frozen=True, kw_only=True):
+    """Bytes [start, end) of a running attempt's live file whose blocks were freed."""
+
+    start: int
+    end: int
 
 
 class LogKeeper:
@@ -68,8 +81,36 @@ class LogKeeper:
         note_tmp.write_bytes(msgspec.json.encode(note))
         os.replace(note_tmp, note_path)
         live.unlink(missing_ok=True)
+        self._hole(stem).unlink(missing_ok=True)
         if note.skipped:
             log.info("kept log %s: %d bytes over the cap dropped", stem, note.skipped)
+
+    def trim_live(self, stem: str) -> int:
+        """Free the blocks of a live file's middle over the cap; returns the bytes freed.
+
+        What is freed is what `keep` drops anyway: it keeps the first quarter of the cap
+        and the newest three quarters, so a running job cannot fill the disk either.
+        """
+        live = self.layout.jobs / f"{stem}.log"
+        try:
+            size = live.stat().st_size
+        except FileNotFoundError:
+            return 0
+        head = self.cap_bytes // 4
+        tail = self.cap_bytes - head
+        start = -(-head // _BLOCK) * _BLOCK  # whole blocks only, inside the dropped middle
+        end = (size - tail) // _BLOCK * _BLOCK
+        hole_path = self._hole(stem)
+        known = _read_hole(hole_path)
+        if end <= start or (known is not None and end <= known.end):
+            return 0
+        with open(live, "r+b") as handle:
+            if not _punch(handle.fileno(), start, end - start):
+                return 0
+        tmp = hole_path.with_suffix(".tmp")
+        tmp.write_bytes(msgspec.json.encode(LiveHole(start=start, end=end)))
+        os.replace(tmp, hole_path)
+        return end - (known.end if known is not None else start)
 
     def keep_orphans(self, live_stems: set[str], now: float) -> None:
         """Keep live logs no record owns any more (the agent stopped while keeping)."""
@@ -94,11 +135,19 @@ class LogKeeper:
         """`request.max_bytes` of the attempt's output from `request.offset` (blocking)."""
         stem = self.layout.log_file(request.job_id, request.attempt).stem
         limit = max(1, request.max_bytes)
+        hole = _read_hole(self._hole(stem))
+        offset, skipped, end = request.offset, 0, None
+        if hole is not None and hole.start <= offset < hole.end:
+            offset, skipped = hole.end, hole.end - offset
+        elif hole is not None and offset < hole.start:
+            end = hole.start  # stop at the hole: the next read says it
         try:
             with open(self.layout.jobs / f"{stem}.log", "rb") as live:
-                live.seek(request.offset)
-                data = live.read(limit)
-            return LogReply(found=True, data=data, offset=request.offset, complete=not running)
+                live.seek(offset)
+                data = live.read(limit if end is None else min(limit, end - offset))
+            return LogReply(
+                found=True, data=data, offset=offset, skipped_bytes=skipped, complete=not running
+            )
         except FileNotFoundError:
             pass  # not live (any more): kept, or gone
         kept, note_path = self._kept(stem)
@@ -120,6 +169,9 @@ class LogKeeper:
             return LogReply(found=False)
         return LogReply(found=True, data=data, offset=offset, skipped_bytes=skipped, complete=True)
 
+    def _hole(self, stem: str) -> Path:
+        return self.layout.jobs / f"{stem}.hole.json"
+
     def _kept(self, stem: str) -> tuple[Path, Path]:
         return self.layout.logs / f"{stem}.log", self.layout.logs / f"{stem}.json"
 
@@ -132,6 +184,36 @@ def _copy(source: BinaryIO, target: BinaryIO, count: int) -> None:
             return
         target.write(block)
         left -= len(block)
+
+
+_BLOCK = 4096
+_FALLOC_FL_KEEP_SIZE = 0x01
+_FALLOC_FL_PUNCH_HOLE = 0x02
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+_libc.fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+_unsupported_warned = False
+
+
+def _punch(fd: int, offset: int, length: int) -> bool:
+    """Free the blocks of [offset, offset + length); reads there give zeros after it."""
+    global _unsupported_warned
+    mode = _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE
+    if _libc.fallocate(fd, mode, offset, length) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EOPNOTSUPP, errno.ENOSYS) and not _unsupported_warned:
+        _unsupported_warned = True
+        log.warning("this file system cannot punch holes: running jobs' logs are not capped")
+    elif code not in (errno.EOPNOTSUPP, errno.ENOSYS):
+        log.warning("cannot free a live log's middle: %s", os.strerror(code))
+    return False
+
+
+def _read_hole(path: Path) -> LiveHole | None:
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=LiveHole)
+    except (OSError, msgspec.DecodeError):
+        return None
 
 
 def _read_note(path: Path) -> KeptNote | None:
