@@ -141,11 +141,11 @@ def engine_has(kind: str, name: str) -> bool:
 
 
 def sandbox_ready(chain: str) -> bool:
-    return engine_has("container", f"qm-sandbox-{chain}")
+    return engine_has("container", f"qm-sandbox-h1-{chain}")
 
 
 def chain_freed(chain: str) -> bool:
-    return not sandbox_ready(chain) and not engine_has("volume", f"qm-vol-{chain}")
+    return not sandbox_ready(chain) and not engine_has("volume", f"qm-vol-h1-{chain}")
 
 
 def job_payload(inputs: Path) -> str:

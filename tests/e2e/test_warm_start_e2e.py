@@ -57,7 +57,8 @@ def test_a_warm_reuse_starts_in_the_pools_sandbox_and_describe_shows_the_phases(
     reused_by = c.describe_job(first.job_id).warm_pool_status.reused_by_job
     cache = stack.stack.node_data_dir(stack.stack.host_ids()[0]) / "warmpool-cache" / first.job_id
     seen = (cache / "seen").read_text()
-    sandbox, volume = f"qm-sandbox-{first.job_id}", f"qm-vol-{first.job_id}"
+    host = stack.stack.host_ids()[0]
+    sandbox, volume = f"qm-sandbox-{host}-{first.job_id}", f"qm-vol-{host}-{first.job_id}"
     until("the next ready sandbox", lambda: engine_has("container", sandbox))
 
     c.update_warm_pool(second.job_id, 0)  # the user ends the pool

@@ -20,6 +20,9 @@ import pytest
 from node_agent_harness import JOB_RUNNER_IMAGE, Cluster, payload
 
 from qm_node_agent import RuntimeKind
+from qm_node_agent.launch import LaunchSpec
+from qm_node_agent.records import AttemptRecord
+from qm_node_agent.runtime import DockerRuntime
 from quartermaster import events as ev
 from quartermaster.core import JobStatus
 from quartermaster.testing.registry import (
@@ -121,7 +124,7 @@ async def test_a_warm_reuse_skips_pull_volume_and_staging_and_the_pool_end_frees
         await cluster.until_status(one, JobStatus.SUCCEEDED, timeout=120)
         await cluster.decide(pool_available(one, one))
         await cluster.until(
-            "the ready sandbox", lambda: engine_has("container", f"qm-sandbox-{one}")
+            "the ready sandbox", lambda: engine_has("container", f"qm-sandbox-h1-{one}")
         )
 
         await cluster.submit(two, job_payload(second, inputs), keep_alive=600)
@@ -145,8 +148,8 @@ async def test_a_warm_reuse_skips_pull_volume_and_staging_and_the_pool_end_frees
         await cluster.until(
             "the pool's sandbox, volume, inputs and cache are freed",
             lambda: (
-                not engine_has("container", f"qm-sandbox-{one}")
-                and not engine_has("volume", f"qm-vol-{one}")
+                not engine_has("container", f"qm-sandbox-h1-{one}")
+                and not engine_has("volume", f"qm-vol-h1-{one}")
                 and not (settings.data_dir / "warm" / one).exists()
                 and not cache.exists()
             ),
@@ -176,7 +179,9 @@ async def test_other_channels_are_staged_again_on_a_warm_reuse(
         await cluster.run(a, job_payload(read, old), keep_alive=600)
         await cluster.until_status(a, JobStatus.SUCCEEDED, timeout=120)
         await cluster.decide(pool_available(a, a))
-        await cluster.until("the ready sandbox", lambda: engine_has("container", f"qm-sandbox-{a}"))
+        await cluster.until(
+            "the ready sandbox", lambda: engine_has("container", f"qm-sandbox-h1-{a}")
+        )
         await cluster.submit(b, job_payload(read, new), keep_alive=600)
         await cluster.dispatch(b, warm_pool=a)
         await cluster.until_status(b, JobStatus.SUCCEEDED, timeout=60)
@@ -204,3 +209,52 @@ def test_the_registry_serves_the_image_to_a_cold_engine(registry: str) -> None:
     size = int(docker("image", "inspect", "--format", "{{.Size}}", ref).strip())
     docker("rmi", ref)
     assert size > LAYER_MB * 1_000_000
+
+
+async def test_an_agent_frees_only_its_own_hosts_warm_resources(
+    docker_engine: None, tmp_path: Path, ids: str
+) -> None:
+    """Two agents on one engine (as `qm up --runtime docker` runs them): each frees its own."""
+    chain = f"{ids}-shared"
+    runtimes = {
+        host: DockerRuntime(data_dir=tmp_path / host, host_id=host) for host in ("h1", "h2")
+    }
+    for host, runtime in runtimes.items():
+        spec = LaunchSpec(
+            job_id=chain,
+            attempt=1,
+            host=host,
+            chain_id=chain,
+            image=JOB_RUNNER_IMAGE,
+            entrypoint=("true",),
+            arguments=(),
+            environment={},
+            cache_dir=tmp_path / host / "cache",
+            work_dir=tmp_path / host / "work",
+            gpu_indexes=(),
+            keep_warm=True,
+        )
+        record = AttemptRecord(
+            job_id=chain,
+            attempt=1,
+            host=host,
+            runtime="docker",
+            chain_id=chain,
+            launched_at=time.time(),
+            container=f"qm-{chain}-{host}",
+        )
+        job = await runtime.launch(spec, record)
+        assert (await job.wait()).exit_code == 0
+        await job.remove()  # leaves the ready sandbox
+    assert engine_has("container", f"qm-sandbox-h1-{chain}")
+    assert engine_has("container", f"qm-sandbox-h2-{chain}")
+
+    await runtimes["h2"].release(set())
+
+    assert engine_has("container", f"qm-sandbox-h1-{chain}")
+    assert engine_has("volume", f"qm-vol-h1-{chain}")
+    assert not engine_has("container", f"qm-sandbox-h2-{chain}")
+    assert not engine_has("volume", f"qm-vol-h2-{chain}")
+    await runtimes["h1"].release(set())
+    assert not engine_has("container", f"qm-sandbox-h1-{chain}")
+    assert not engine_has("volume", f"qm-vol-h1-{chain}")

@@ -48,7 +48,10 @@ LIVE_LOG_TRIM_SECONDS = 5.0  # how often running attempts' logs are held to the 
 def make_runtime(settings: NodeSettings) -> JobRuntime:
     if settings.runtime is RuntimeKind.DOCKER:
         return DockerRuntime(
-            settings.docker_binary, data_dir=settings.data_dir, registry=settings.registry
+            settings.docker_binary,
+            data_dir=settings.data_dir,
+            registry=settings.registry,
+            host_id=settings.host_id,
         )
     return ProcessRuntime(settings.job_path)
 

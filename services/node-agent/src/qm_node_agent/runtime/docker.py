@@ -35,6 +35,7 @@ from qm_node_agent.runtime.docker_logs import LogCopier
 from qm_node_agent.runtime.sandbox import (
     CHAIN_LABEL,
     CONTROL_DIR,
+    HOST_LABEL,
     JOB_SCRIPT,
     SANDBOX_PREFIX,
     SIZE_LABEL,
@@ -184,10 +185,16 @@ class DockerRuntime:
     kind = RuntimeKind.DOCKER.value
 
     def __init__(
-        self, binary: str = "docker", *, data_dir: Path | None = None, registry: str = ""
+        self,
+        binary: str = "docker",
+        *,
+        data_dir: Path | None = None,
+        registry: str = "",
+        host_id: str = "",
     ) -> None:
         self.docker = DockerCli(binary)
         self._registry = registry
+        self._host_id = host_id
         self._warm_root = (data_dir or Path(".")) / "warm"
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._kept: set[str] | None = None  # chains the agent keeps (None: not yet told)
@@ -199,7 +206,7 @@ class DockerRuntime:
             return await self._launch(spec, record)
 
     async def _launch(self, spec: LaunchSpec, record: AttemptRecord) -> DockerJob:
-        files = ChainFiles(self._warm_root, spec.chain_id)
+        files = self._files(spec.chain_id)
         image = image_ref(self._registry, spec.image)
         name = record.container
         sandbox_image = await self._sandbox_image(files.sandbox)
@@ -274,8 +281,7 @@ class DockerRuntime:
         await self._checked(
             "volume",
             "create",
-            "--label",
-            f"{CHAIN_LABEL}={spec.chain_id}",
+            *(arg for label in files.labels for arg in ("--label", label)),
             "--label",
             f"{SIZE_LABEL}={spec.volume_size_gb}",
             "--opt",
@@ -316,7 +322,7 @@ class DockerRuntime:
 
     async def prepare_sandbox(self, spec: LaunchSpec, image: str) -> None:
         """Create the chain's next container now, while its pool waits for a matching job."""
-        files = ChainFiles(self._warm_root, spec.chain_id)
+        files = self._files(spec.chain_id)
         async with self._locks[spec.chain_id]:
             if self._kept is not None and spec.chain_id not in self._kept:
                 return  # the pool ended already
@@ -334,7 +340,7 @@ class DockerRuntime:
             "ps",
             "-a",
             "--filter",
-            f"label={CHAIN_LABEL}",
+            f"label={HOST_LABEL}={self._host_id}",
             "--format",
             f'{{{{.Names}}}}\t{{{{.Label "{CHAIN_LABEL}"}}}}',
         )
@@ -342,7 +348,7 @@ class DockerRuntime:
             "volume",
             "ls",
             "--filter",
-            f"label={CHAIN_LABEL}",
+            f"label={HOST_LABEL}={self._host_id}",
             "--format",
             f'{{{{.Name}}}}\t{{{{.Label "{CHAIN_LABEL}"}}}}',
         )
@@ -357,7 +363,7 @@ class DockerRuntime:
             async with self._locks[chain]:
                 if self._kept is not None and chain in self._kept:
                     continue
-                files = ChainFiles(self._warm_root, chain)
+                files = self._files(chain)
                 log.info("freeing warm pool chain %s (sandbox, volume, inputs)", chain)
                 for name, of in sandboxes.items():
                     if of == chain and name.startswith(SANDBOX_PREFIX):
@@ -366,6 +372,9 @@ class DockerRuntime:
                 await asyncio.to_thread(shutil.rmtree, files.dir, True)
         for leftover in sorted(on_disk - kept_dirs):
             await asyncio.to_thread(shutil.rmtree, self._warm_root / leftover, True)
+
+    def _files(self, chain_id: str) -> ChainFiles:
+        return ChainFiles(self._warm_root, chain_id, self._host_id)
 
     async def remove_container(self, name: str) -> None:
         result = await self.docker("rm", "-f", name)
@@ -454,10 +463,8 @@ def create_args(
         "--init",
         "-e",
         "TINI_KILL_PROCESS_GROUP=1",
-        "--label",
-        f"{CHAIN_LABEL}={spec.chain_id}",
     ]
-    for label in labels:
+    for label in [*files.labels, *labels]:
         args += ["--label", label]
     args += ["--mount", f"type=volume,src={files.volume},dst={CONTAINER_CACHE_DIR}"]
     args += ["-v", f"{files.inputs}:{INPUT_DIR}"]

@@ -3,8 +3,8 @@
 Per chain (`DATA_DIR/warm/<chain>/`): `inputs/` (the staged channels, seen at
 /opt/ml/input/data), `inputs.json` (which channels are staged from where),
 `control/job.sh` (the next job's environment and command, seen at /opt/ml/qm).
-In the engine: the volume `qm-vol-<chain>` (over the chain's persistent cache)
-and, between two jobs, the ready sandbox `qm-sandbox-<chain>`: a container
+In the engine: the volume `qm-vol-<host>-<chain>` (over the chain's persistent
+cache) and, between two jobs, the ready sandbox `qm-sandbox-<host>-<chain>`: a container
 created with every mount, whose entrypoint runs whatever job.sh says when it
 starts. Pure file work here; the docker calls are in docker.py.
 """
@@ -23,6 +23,7 @@ from qm_node_agent.launch import InputChannel, LaunchSpec
 from qm_node_agent.layout import safe_name
 
 CHAIN_LABEL = "org.quartermaster.warm-chain"
+HOST_LABEL = "org.quartermaster.warm-host"  # agents sharing an engine free only their own
 SIZE_LABEL = "org.quartermaster.volume-size-gb"
 CONTROL_DIR = "/opt/ml/qm"
 JOB_SCRIPT = "job.sh"
@@ -32,14 +33,17 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class ChainFiles:
-    def __init__(self, root: Path, chain_id: str) -> None:
+    def __init__(self, root: Path, chain_id: str, host_id: str = "") -> None:
         self.chain_id = chain_id
+        self.host_id = host_id
+        owner = f"{safe_name(host_id)}-" if host_id else ""  # a chain may span hosts
         self.dir = root / safe_name(chain_id)
         self.inputs = self.dir / "inputs"
         self.manifest = self.dir / "inputs.json"
         self.control = self.dir / "control"
-        self.sandbox = SANDBOX_PREFIX + safe_name(chain_id)
-        self.volume = VOLUME_PREFIX + safe_name(chain_id)
+        self.sandbox = SANDBOX_PREFIX + owner + safe_name(chain_id)
+        self.volume = VOLUME_PREFIX + owner + safe_name(chain_id)
+        self.labels = [f"{CHAIN_LABEL}={chain_id}", f"{HOST_LABEL}={host_id}"]
 
     def create(self) -> None:
         for folder in (self.inputs, self.control):
