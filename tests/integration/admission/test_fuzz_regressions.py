@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import inspect
 import time
 from typing import Any
 
@@ -85,9 +86,12 @@ class CaughtUpWriter:
         self.state = state
         self.appended: list[Plan[Any]] = []
         self.last_seq = 0
+        self.max_envelope_bytes = 1 << 20
 
     async def write(self, planner: Any) -> Written[Any]:
         plan = planner(self.state, 2_000.0)
+        if inspect.isawaitable(plan):  # submissions plan asynchronously (client tokens)
+            plan = await plan
         if plan.events:
             self.appended.append(plan)
         return Written(plan.result, 1, bool(plan.events))

@@ -6,7 +6,9 @@ append, with a fingerprint of the request: the same token with the same request
 answers the first job (appending it again if the log does not hold it yet, which
 the msg id dedupes); with a different request it is rejected (ALREADY_EXISTS on
 `client_token`). Valid jobs of one call go into one envelope; every item gets its
-own result.
+own result. `plan_group` plans the calls of several callers together (group commit,
+see `group_commit.SubmitGroups`): each call is planned as its own caller, and its events
+record that caller as their principal.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from qm_admission.ports import ReadModelPort
 from qm_admission.tokens import job_id_for_token, new_job_id, request_hash, submit_msg_id
 from qm_admission.translate import job_reply
 from qm_admission.validation.command import check_command
-from qm_admission.writer import Plan
+from qm_admission.writer import Plan, signed
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
+from quartermaster.auth import Principal
 from quartermaster.core import State
 from quartermaster.events import Event
 
@@ -43,25 +46,48 @@ class SubmissionPlanner:
     async def plan(
         self, requests: list[pb.SubmitServiceJobRequest], state: State, now: float
     ) -> Plan[list[Outcome]]:
+        """One caller's call (the caller of this task's context)."""
+        grouped = await self.plan_group([(access.caller(), requests)], state, now)
+        (outcomes,) = grouped.result
+        return Plan(grouped.events, outcomes, grouped.msg_id, grouped.rejected_some)
+
+    async def plan_group(
+        self,
+        calls: list[tuple[Principal, list[pb.SubmitServiceJobRequest]]],
+        state: State,
+        now: float,
+    ) -> Plan[list[list[Outcome]]]:
+        """Several callers' calls in one envelope; outcomes per call, in call order."""
         events: list[Event] = []
-        outcomes: list[Outcome] = []
+        results: list[list[Outcome]] = []
         in_batch: set[str] = set()
-        for index, request in enumerate(requests):
-            at = now + index * _ORDER_STEP_SECONDS
+        index = 0
+        for principal, requests in calls:
+            as_caller = access.current.set(principal)
             try:
-                job_id, new = await self._one(request, state, at, in_batch, events)
-            except RequestRejected as rejected:
-                outcomes.append(rejected)
-                continue
-            if new:
-                in_batch.add(job_id)
-            job = state.jobs.get(job_id)
-            outcomes.append(job_reply(job_id, job.job_name if job else request.job_name))
+                outcomes: list[Outcome] = []
+                for request in requests:
+                    at = now + index * _ORDER_STEP_SECONDS
+                    index += 1
+                    added: list[Event] = []
+                    try:
+                        job_id, new = await self._one(request, state, at, in_batch, added)
+                    except RequestRejected as rejected:
+                        outcomes.append(rejected)
+                        continue
+                    events.extend(signed(added, principal.subject))
+                    if new:
+                        in_batch.add(job_id)
+                    job = state.jobs.get(job_id)
+                    outcomes.append(job_reply(job_id, job.job_name if job else request.job_name))
+            finally:
+                access.current.reset(as_caller)
+            results.append(outcomes)
         return Plan(
             events,
-            outcomes,
+            results,
             msg_id=submit_msg_id(in_batch) if in_batch else None,
-            rejected_some=any(isinstance(o, RequestRejected) for o in outcomes),
+            rejected_some=any(isinstance(o, RequestRejected) for r in results for o in r),
         )
 
     async def _one(

@@ -34,8 +34,9 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# NATS refuses messages above max_payload (1 MiB by default); stay clear of it.
-MAX_ENVELOPE_BYTES = 900 * 1024
+# NATS refuses messages above the server's max_payload (1 MiB by default, 8 MiB in
+# Quartermaster's configs); stay clear of it by the room headers take.
+HEADER_ROOM_BYTES = 16 * 1024
 
 
 class Plan(msgspec.Struct, Generic[T], frozen=True):
@@ -78,6 +79,11 @@ class RequestWriter:
         self.subject = subjects.requests(event_log.prefix)
         self.last_seq = 0  # newest envelope this process appended (for read-your-writes)
 
+    @property
+    def max_envelope_bytes(self) -> int:
+        """The largest envelope the connected server takes (its INFO says)."""
+        return int(self._log.nc.max_payload) - HEADER_ROOM_BYTES
+
     async def write(self, planner: Planner[T]) -> Written[T]:
         """Plan on the current state and append; raises `RequestRejected` from the plan.
 
@@ -112,12 +118,12 @@ class RequestWriter:
                     continue
                 if not plan.events:
                     return Written(plan.result, max(position, self._follower.seq), False)
-                data = encode_batch(_signed(plan.events, access.caller().subject))
-                if len(data) > MAX_ENVELOPE_BYTES:
+                data = encode_batch(signed(plan.events, access.caller().subject))
+                if len(data) > self.max_envelope_bytes:
                     raise invalid(
                         "",
                         f"the request encodes to {len(data)} bytes, more than one log message "
-                        f"holds ({MAX_ENVELOPE_BYTES}); split it",
+                        f"holds ({self.max_envelope_bytes}); split it",
                     )
                 expected = self._follower.last_on_subject.get(self.subject, 0)
                 callers = plan.callers or (traces.current(),) * len(plan.events)
@@ -146,9 +152,12 @@ class RequestWriter:
         )
 
 
-def _signed(events: list[Event], principal: str) -> list[Event]:
-    """Every request event records who asked (the one place it is set)."""
+def signed(events: list[Event], principal: str) -> list[Event]:
+    """Every request event records who asked: the caller of this write, unless the
+    planner planned several callers' requests together and named each one's."""
     return [
-        msgspec.structs.replace(e, principal=principal) if isinstance(e, Request) else e
+        msgspec.structs.replace(e, principal=principal)
+        if isinstance(e, Request) and not e.principal
+        else e
         for e in events
     ]

@@ -43,6 +43,7 @@ import msgspec
 from quartermaster.bus.access import NatsCredentials
 from quartermaster.bus.joblogs import logs_subject, logs_subjects
 from quartermaster.core.provenance import token
+from quartermaster.embedded.nats_server import MAX_PAYLOAD_BYTES
 
 
 class Role(StrEnum):
@@ -223,7 +224,10 @@ def server_config(
             if allowed.allow_responses:
                 entry["permissions"]["allow_responses"] = {"max": 1}  # type: ignore[index]
         entries.append(entry)
-    config: dict[str, object] = {"authorization": {"users": entries}}
+    config: dict[str, object] = {
+        "authorization": {"users": entries},
+        "max_payload": MAX_PAYLOAD_BYTES,
+    }
     if tls is not None:
         block: dict[str, object] = {
             "cert_file": tls.cert_file,

@@ -29,7 +29,7 @@ from quartermaster.embedded.errors import (
     TransientEmbeddedServerError,
 )
 from quartermaster.embedded.managed import ManagedServer
-from quartermaster.embedded.nats_server import find_nats_server
+from quartermaster.embedded.nats_server import base_config, find_nats_server
 
 _READY = b"Server is ready"
 
@@ -163,6 +163,12 @@ class NatsCluster(ManagedServer):
                 process.kill()
                 process.wait()
 
+    def _limits(self, node: ClusterNode) -> tuple[str, ...]:
+        """Quartermaster's server limits, unless the caller passes a config of its own."""
+        if "--config" in self.extra_args:
+            return ()
+        return ("--config", str(base_config(node.store_dir.parent)))
+
     def _launch(self, index: int) -> int:
         node = self.nodes[index]
         node.store_dir.mkdir(parents=True, exist_ok=True)
@@ -189,6 +195,7 @@ class NatsCluster(ManagedServer):
             routes,
             "--log",
             str(node.log_file),
+            *self._limits(node),
             *self.extra_args,
         ]
         try:

@@ -35,6 +35,18 @@ from quartermaster.embedded.managed import ManagedServer
 _BINARY = "nats-server"
 
 
+# Quartermaster's largest message: a bulk submit of 1000 jobs with real payloads is a
+# few MiB (the server's default max_payload is 1 MiB; 8 MiB is its advised maximum).
+MAX_PAYLOAD_BYTES = 8 * 1024 * 1024
+
+
+def base_config(directory: Path) -> Path:
+    """A config with only Quartermaster's server limits, for a server with no other."""
+    path = directory / "qm-nats-limits.conf"
+    path.write_text(json.dumps({"max_payload": MAX_PAYLOAD_BYTES}) + "\n")
+    return path
+
+
 def find_nats_server() -> str:
     """Path of the `nats-server` executable: next to `sys.executable` first, then PATH."""
     beside = Path(sys.executable).parent / _BINARY
@@ -107,7 +119,7 @@ class EmbeddedNats(ManagedServer):
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         ports_dir = Path(tempfile.mkdtemp(prefix="qm-nats-ports-"))
         port_arg = str(self.requested_port) if self.requested_port is not None else "-1"
-        config = ["--config", str(self.config_file)] if self.config_file else []
+        config = ["--config", str(self.config_file or base_config(ports_dir))]
         args = [
             binary,
             *config,

@@ -244,6 +244,8 @@ class Projector:
                     await conn.execute(sql.set_position, self.name, writes.seq, writes.at)
                     await conn.execute(sql.notify, self._channel, f"{self.name}:{writes.seq}")
         except Exception as err:
+            if _cancelling():  # the clean-up of a cancelled write failed: stay cancelled
+                raise asyncio.CancelledError from err
             raise store_error(err, f"write projection {self.name} at seq {writes.seq}") from err
         if written:
             self._written.update(writes.remember)
@@ -354,6 +356,11 @@ class Projector:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reader
+
+
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 @contextlib.asynccontextmanager

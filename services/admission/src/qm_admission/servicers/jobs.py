@@ -11,6 +11,7 @@ import msgspec
 from qm_admission import access, queries, validation
 from qm_admission.consistency import announce
 from qm_admission.errors import Code, RequestRejected, invalid, not_found
+from qm_admission.group_commit import SubmitGroups
 from qm_admission.servicers.base import Backends, write
 from qm_admission.submission import Outcome, SubmissionPlanner
 from qm_admission.tokens import new_job_id
@@ -35,6 +36,10 @@ class ServiceJobs(rpc.ServiceJobsServicer):
             backends.read_model,
             backends.settings.max_keep_alive_seconds,
             require_command=backends.settings.require_command,
+        )
+        # A group's requests encode to about twice their protobuf size in the envelope.
+        self.submit_groups = SubmitGroups(
+            backends.writer, self._planner, max_bytes=backends.writer.max_envelope_bytes // 4
         )
         self._waiting = WaitReasons()
 
@@ -106,9 +111,7 @@ class ServiceJobs(rpc.ServiceJobsServicer):
         allowed = [r for i, r in enumerate(requests) if i not in refused]
         outcomes: list[Outcome] = []
         if allowed:
-            written = await self._b.writer.write(
-                lambda state, now: self._planner.plan(allowed, state, now)
-            )
+            written = await self.submit_groups.submit(allowed)
             await announce(context, written.seq)
             outcomes = list(written.result)
         merged = iter(outcomes)

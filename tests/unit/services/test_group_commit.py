@@ -1,0 +1,160 @@
+"""Group commit of submissions: calls that queue behind an append share the next one.
+
+The writer here is a stand-in that plans on a built state and records each group;
+tests/integration/admission/test_group_commit.py drives the real writer and stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, cast
+
+from qm_admission import access
+from qm_admission.errors import RequestRejected
+from qm_admission.group_commit import SubmitGroups
+from qm_admission.ports import ReadModelPort
+from qm_admission.submission import SubmissionPlanner
+from qm_admission.writer import Plan, RequestWriter, Written
+from quartermaster import events as ev
+from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
+from quartermaster.auth import Principal, Role, ShareRef
+from quartermaster.testing.builders import World
+
+UNIT = "ml.g5.xlarge"
+PAYLOAD = json.dumps({"ResourceConfig": {"InstanceType": UNIT, "InstanceCount": 1}})
+
+
+def member(share: str) -> Principal:
+    return Principal(
+        subject=f"team-{share}",
+        roles=frozenset({Role.MEMBER}),
+        shares=frozenset({ShareRef("q", share)}),
+    )
+
+
+def a_submit(name: str, share: str = "QS1", **fields: Any) -> pb.SubmitServiceJobRequest:
+    return pb.SubmitServiceJobRequest(
+        job_name=name,
+        job_queue="q",
+        quota_share_name=share,
+        service_request_payload=PAYLOAD,
+        **fields,
+    )
+
+
+def world() -> World:
+    w = World().environment(ml_g5_xlarge=4).queue()
+    w.share("QS1", 2, "RESERVE")
+    w.share("QS2", 2, "RESERVE")
+    return w
+
+
+class GatedWriter:
+    """Plans each write on the world's state; the first write waits for `release`."""
+
+    def __init__(self, w: World) -> None:
+        self.world = w
+        self.release = asyncio.Event()
+        self.groups: list[list[ev.AnyEvent]] = []
+        self.max_envelope_bytes = 1 << 20
+
+    async def write(self, planner: Any) -> Written[Any]:
+        if not self.groups:
+            self.groups.append([])  # the first write is in flight
+            await self.release.wait()
+            self.groups.pop()
+        plan: Plan[Any] = await planner(self.world.state, self.world.clock)
+        self.groups.append(list(plan.events))
+        return Written(plan.result, len(self.groups), bool(plan.events))
+
+
+def groups_of(writer: GatedWriter) -> SubmitGroups:
+    planner = SubmissionPlanner(cast(ReadModelPort, None), max_keep_alive_seconds=3600)
+    return SubmitGroups(cast(RequestWriter, writer), planner)
+
+
+async def as_caller(principal: Principal, groups: SubmitGroups, *names: str) -> Written[Any]:
+    access.current.set(principal)  # this task's own context
+    share = next(iter(principal.shares)).quota_share
+    return await groups.submit([a_submit(n, share) for n in names])
+
+
+async def test_calls_queued_behind_an_append_share_the_next_envelope() -> None:
+    # given: one call's append in flight
+    writer = GatedWriter(world())
+    groups = groups_of(writer)
+    first = asyncio.create_task(as_caller(member("QS1"), groups, "first"))
+    await asyncio.sleep(0)
+    # when: ten more calls arrive meanwhile, then the first append completes
+    rest = [
+        asyncio.create_task(as_caller(member("QS1" if i % 2 else "QS2"), groups, f"j{i}"))
+        for i in range(10)
+    ]
+    await asyncio.sleep(0)
+    writer.release.set()
+    answers = await asyncio.gather(first, *rest)
+    # then: two envelopes, the second holding all ten, each call answered with its own job
+    assert [len(g) for g in writer.groups] == [1, 10]
+    assert (groups.appends, groups.calls) == (2, 11)
+    assert [len(a.result) for a in answers] == [1] * 11
+    assert answers[1].seq == answers[10].seq == 2
+
+
+async def test_each_call_in_a_group_records_its_own_principal() -> None:
+    # given
+    writer = GatedWriter(world())
+    groups = groups_of(writer)
+    first = asyncio.create_task(as_caller(member("QS1"), groups, "first"))
+    await asyncio.sleep(0)
+    a = asyncio.create_task(as_caller(member("QS1"), groups, "a1", "a2"))
+    b = asyncio.create_task(as_caller(member("QS2"), groups, "b1"))
+    await asyncio.sleep(0)
+    # when
+    writer.release.set()
+    await asyncio.gather(first, a, b)
+    # then
+    submitted = [e for e in writer.groups[1] if isinstance(e, ev.JobSubmitted)]
+    assert [(e.job_name, e.principal) for e in submitted] == [
+        ("a1", "team-QS1"),
+        ("a2", "team-QS1"),
+        ("b1", "team-QS2"),
+    ]
+    assert [e.at for e in submitted] == sorted({e.at for e in submitted})  # FIFO across calls
+
+
+async def test_a_refused_item_is_answered_to_its_call_only() -> None:
+    # given
+    writer = GatedWriter(world())
+    groups = groups_of(writer)
+    first = asyncio.create_task(as_caller(member("QS1"), groups, "first"))
+    await asyncio.sleep(0)
+    good = asyncio.create_task(as_caller(member("QS1"), groups, "fine"))
+    access.current.set(member("QS2"))
+    bad = asyncio.create_task(
+        groups.submit([a_submit("too-important", "QS2", scheduling_priority=10_000)])
+    )
+    await asyncio.sleep(0)
+    # when
+    writer.release.set()
+    await first
+    good_answer, bad_answer = await asyncio.gather(good, bad)
+    # then
+    assert isinstance(good_answer.result[0], pb.SubmitServiceJobResponse)
+    refused = bad_answer.result[0]
+    assert isinstance(refused, RequestRejected)
+    assert refused.field == "scheduling_priority"
+
+
+async def test_a_failed_append_fails_every_call_of_its_group() -> None:
+    class Failing(GatedWriter):
+        async def write(self, planner: Any) -> Written[Any]:
+            raise TimeoutError("bus down")
+
+    groups = groups_of(Failing(world()))
+    results = await asyncio.gather(
+        as_caller(member("QS1"), groups, "a"),
+        as_caller(member("QS2"), groups, "b"),
+        return_exceptions=True,
+    )
+    assert all(isinstance(r, TimeoutError) for r in results)
