@@ -116,7 +116,7 @@ def _logging(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Nam
         try:
             telemetry.start("qm-stack", settings, traced=sorted(set(SERVICES.values())))
         except traces.TracingUnavailable as err:
-            print(f"error: {err}", file=sys.stderr)
+            print(f"qm: error: {err}", file=sys.stderr)
             return 2
         logging.getLogger("asyncio").addFilter(_quiet_tls_close)
         try:
@@ -188,8 +188,8 @@ def _token_issue(args: argparse.Namespace) -> int:
     creds = LocalCredentials(Path(args.data_dir) / "credentials")
     if not creds.signing_key.exists():
         print(
-            f"error: no signing key in {creds.directory}: run `qm up --data-dir {args.data_dir}` "
-            "once first",
+            f"qm: error: no signing key in {creds.directory}: "
+            f"run `qm up --data-dir {args.data_dir}` once first",
             file=sys.stderr,
         )
         return 2
@@ -203,7 +203,7 @@ def _token_issue(args: argparse.Namespace) -> int:
             lifetime_s=args.lifetime_days * 86400,
         )
     except (ValueError, TokenError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"qm: error: {err}", file=sys.stderr)
         return 2
     print(token)
     return 0

@@ -98,11 +98,11 @@ def _guarded(run: Run) -> Run:
         try:
             return run(a)
         except AuditError as err:
-            print(f"error: {err}", file=sys.stderr)
+            print(f"qm: error: {err}", file=sys.stderr)
         except ModuleNotFoundError as err:
             if err.name is None or not err.name.startswith("nats"):
                 raise
-            print(f"error: {BUS_EXTRA} (or read an export with --from-file)", file=sys.stderr)
+            print(f"qm: error: {BUS_EXTRA} (or read an export with --from-file)", file=sys.stderr)
         return 2
 
     return guarded
@@ -170,7 +170,7 @@ def explain_job(a: argparse.Namespace) -> int:
                 client.jobs.ExplainServiceJob, pb.ExplainServiceJobRequest(job_id=a.job_id)
             )
         except QuartermasterError as err:
-            print(f"error: {err}", file=sys.stderr)
+            print(f"qm: error: {err}", file=sys.stderr)
             return 1
     print(render_explanation(from_proto(reply)))
     return 0

@@ -34,7 +34,7 @@ def register_all(groups: Any) -> None:
 def _not_installed(name: str) -> Any:
     def run(_: argparse.Namespace) -> int:
         print(
-            f"error: `qm {name}` needs the quartermaster-stack distribution and the services "
+            f"qm: error: `qm {name}` needs the quartermaster-stack distribution and the services "
             "(pip install quartermaster-stack, or run scripts/bootstrap.sh)",
             file=sys.stderr,
         )

@@ -202,7 +202,7 @@ def top_command(a: argparse.Namespace) -> int:
         from rich.console import Console
         from rich.live import Live
     except ModuleNotFoundError:
-        print(f"error: {RICH_EXTRA}", file=sys.stderr)
+        print(f"qm: error: {RICH_EXTRA}", file=sys.stderr)
         return 2
     from quartermaster.client import Quartermaster, QuartermasterError
 
@@ -224,7 +224,7 @@ def top_command(a: argparse.Namespace) -> int:
                     time.sleep(a.interval)
                     live.update(table(frame(client, a.queue), title()))
         except QuartermasterError as err:
-            print(f"error: {err}", file=sys.stderr)
+            print(f"qm: error: {err}", file=sys.stderr)
             return 1
         except KeyboardInterrupt:
             return 0

@@ -41,7 +41,7 @@ def usage_command(a: argparse.Namespace) -> int:
     except ModuleNotFoundError as err:
         if err.name is None or not err.name.startswith("matplotlib"):
             raise
-        print(f"error: {PLOT_EXTRA}", file=sys.stderr)
+        print(f"qm: error: {PLOT_EXTRA}", file=sys.stderr)
         return 2
     borrowed = {f"{k[1]}/{k[2]}": series.peak_borrowed(k) for k in series.share_units()}
     print(
