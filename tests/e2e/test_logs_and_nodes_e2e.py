@@ -264,3 +264,24 @@ def test_logs_piped_into_a_reader_that_stops_early_end_quietly(secured: StackThr
     logs.stdout.close()  # like `| head`
     assert logs.wait(60) == 0
     assert logs.stderr is not None and logs.stderr.read() == b""
+
+
+def test_env_update_and_queue_update(make_stack, capsys) -> None:  # type: ignore[no-untyped-def]
+    stack = make_stack(nodes=1)
+    c = Quartermaster(stack.address, timeout=20, credentials_dir=stack.credentials_dir)
+    setup_queue(c, 1, [("A", 1, "LEND_AND_BORROW", None, False)])
+    c.close()
+    a = cli(stack)
+    assert qm([*a, "env", "update", "env", "--capacity", "ml.g5.xlarge=2"]) == 0
+    capsys.readouterr()
+    assert qm([*a, "env", "list", "-o", "json"]) == 0
+    (env,) = json.loads(capsys.readouterr().out)
+    assert [lim["max_capacity"] for lim in env["capacity_limits"]] == [2]
+    assert qm([*a, "queue", "update", QUEUE, "--state", "disabled"]) == 0
+    capsys.readouterr()
+    assert qm([*a, "queue", "list", "-o", "json"]) == 0
+    (queue,) = json.loads(capsys.readouterr().out)
+    assert queue["state"] == "QUEUE_STATE_DISABLED"
+    words = ["job", "submit", QUEUE, "--share", "A", "--name", "late", "--", "true"]
+    assert qm([*a, *words]) == 1  # a disabled queue takes no new job
+    assert capsys.readouterr().err.startswith("qm: error: FAILED_PRECONDITION")
