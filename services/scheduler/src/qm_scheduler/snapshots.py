@@ -11,10 +11,12 @@ format is ignored with a log line: the log is replayed.
 from __future__ import annotations
 
 import base64
+import contextlib
 import gc
 import hashlib
 import logging
 
+import nats.errors
 import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, ObjectStoreConfig
@@ -39,13 +41,17 @@ async def read_object(js: JetStreamContext, store: ObjectStore, bucket: str, nam
     info = await store.get_info(name)
     if not info.size:
         return b""
-    sub = await js.pull_subscribe(
-        f"$O.{bucket}.C.{info.nuid}",
-        stream=f"OBJ_{bucket}",
+    stream = f"OBJ_{bucket}"
+    consumer = await js.add_consumer(  # unnamed: the create API a `get` uses (same permission)
+        stream,
         config=ConsumerConfig(
-            ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL, inactive_threshold=30.0
+            filter_subject=f"$O.{bucket}.C.{info.nuid}",
+            ack_policy=AckPolicy.NONE,
+            deliver_policy=DeliverPolicy.ALL,
+            inactive_threshold=30.0,
         ),
     )
+    sub = await js.pull_subscribe_bind(consumer.name, stream=stream)
     parts: list[bytes] = []
     digest = hashlib.sha256()
     got = 0
@@ -57,6 +63,8 @@ async def read_object(js: JetStreamContext, store: ObjectStore, bucket: str, nam
                 got += len(msg.data)
     finally:
         await sub.unsubscribe()
+        with contextlib.suppress(nats.errors.Error):
+            await js.delete_consumer(stream, consumer.name)  # else it lapses in 30 s
     expected = base64.urlsafe_b64decode((info.digest or "").split("=", 1)[-1] + "==")
     if got != info.size or digest.digest() != expected:
         raise SnapshotDamagedError(f"object {name}: {got} of {info.size} bytes, digest differs")

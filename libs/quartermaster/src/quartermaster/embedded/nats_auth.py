@@ -143,6 +143,7 @@ def _scheduler_buckets(layout: BusLayout) -> list[str]:
             f"CONSUMER.CREATE.{obj}",  # a get reads chunks with an ordered consumer
             f"CONSUMER.INFO.{obj}.*",
             f"CONSUMER.DELETE.{obj}.*",
+            f"CONSUMER.MSG.NEXT.{obj}.*",  # the scheduler fetches a snapshot's chunks in batches
         ),
         f"$JS.FC.{obj}.>",  # a snapshot of a few MB is read under flow control
         f"$KV.{layout.lease_bucket}.>",
