@@ -133,7 +133,7 @@ def test_submit_many_reads_jsonl_and_yaml(tmp_path: Path) -> None:
     )
     yaml = tmp_path / "jobs.yaml"
     yaml.write_text(
-        "- name: a\n  command: [sh, -c, 'true']\n- name: b\n  share: B\n  command: [true]\n"
+        "- name: a\n  command: [sh, -c, 'true']\n- name: b\n  share: B\n  command: ['true']\n"
         "  priority: 3\n"
     )
     defaults = argparse.Namespace(queue="q", share="A")
@@ -151,6 +151,8 @@ def test_submit_many_reads_jsonl_and_yaml(tmp_path: Path) -> None:
     [
         ('{"name": "a", "command": ["true"], "colour": "red"}\n', "unknown field(s) colour"),
         ('{"name": "a"}\n', "no command"),
+        ("- name: a\n  command: [true]\n", "list of strings"),
+        ('{"name": "a", "command": "python train.py"}\n', "list of strings"),
         ('{"command": ["true"]}\n', "needs name"),
         ("{not json\n", "not JSON"),
     ],
@@ -158,7 +160,7 @@ def test_submit_many_reads_jsonl_and_yaml(tmp_path: Path) -> None:
 def test_submit_many_refuses_bad_entries_with_their_number(
     tmp_path: Path, text: str, says: str
 ) -> None:
-    path = tmp_path / "jobs.jsonl"
+    path = tmp_path / ("jobs.yaml" if text.startswith("-") else "jobs.jsonl")
     path.write_text(text)
     with pytest.raises(UsageError) as err:
         jobs.requests_of(jobs.read_entries(path), argparse.Namespace(queue="q", share="A"))

@@ -47,7 +47,12 @@ def status_name(value: int) -> str:
 
 def submission(entry: Mapping[str, Any]) -> pb.SubmitServiceJobRequest:
     """One submission from the flags of `qm job submit` (or a line of a submit-many file)."""
-    command = list(entry.get("command") or [])
+    command = entry.get("command") or []
+    if isinstance(command, str) or not all(isinstance(word, str) for word in command):
+        raise UsageError(
+            f"command must be a list of strings, got {command!r} (in YAML, quote words "
+            "such as 'true' or '1')"
+        )
     if not command and not entry.get("image"):
         raise UsageError(
             "no command: give the job's command after `--` (e.g. `-- python train.py`), "
