@@ -33,6 +33,7 @@ def settings_from(args: argparse.Namespace, **overrides: object) -> StackSetting
         "instance_type": args.instance_type,
         "runtime": args.runtime,
         "job_path": args.job_path,
+        "registry": args.registry,
         "grpc_port": args.grpc_port,
         "nats_url": args.nats_url,
         "postgres_url": args.postgres_url,
@@ -148,6 +149,11 @@ def _stack_flags(p: argparse.ArgumentParser) -> None:
         "--job-path",
         default=d.job_path,
         help="PATH of process-runtime jobs (default: $QM_NODE_JOB_PATH, else this shell's PATH)",
+    )
+    p.add_argument(
+        "--registry",
+        default=d.registry,
+        help="docker runtime: registry a cold start pulls images from, e.g. 127.0.0.1:5000",
     )
     p.add_argument("--grpc-port", type=int, default=d.grpc_port, help="admission gRPC port")
     p.add_argument(

@@ -21,6 +21,7 @@ class StackSettings(msgspec.Struct, frozen=True, kw_only=True):
     instance_type: str = "ml.g5.xlarge"
     runtime: str = "process"
     job_path: str = msgspec.field(default_factory=agent_job_path)  # process-runtime jobs' PATH
+    registry: str = ""  # docker runtime: the registry cold starts pull images from ("": none)
     grpc_port: int = 50051
     nats_url: str | None = None  # None: embed a nats-server under data_dir
     postgres_url: str | None = None  # None: embed Postgres under data_dir

@@ -399,6 +399,7 @@ class Stack:
             subject_prefix=s.subject_prefix,
             runtime=RuntimeKind(s.runtime),
             job_path=s.job_path,
+            registry=s.registry,
             gpu_count=s.gpus_per_node,
             heartbeat_seconds=s.heartbeat_seconds,
             stop_grace_seconds=s.stop_grace_seconds,
