@@ -43,6 +43,8 @@ class UnitPass(CapacityView):
         # Units held by attempts whose stop is pending: free soon, promised once.
         self.stopping = {n: state.stopping[(queue, n, unit)] for n in self.shares}
         self.incoming = dict(self.stopping)
+        # Whether a job misfits depends only on its share and size here: asked once each.
+        self._misfits: dict[tuple[str, int], misconfiguration.Misfit | None] = {}
 
     # ---- queue heads ------------------------------------------------------
     def head(self, name: str) -> Job | None:
@@ -52,7 +54,10 @@ class UnitPass(CapacityView):
             return None
         while self.cursor[name] < len(runnable):
             job = self.state.jobs[runnable[self.cursor[name]][-1]]
-            found = misconfiguration.misfit(self.state, job)
+            size = (name, job.count)
+            if size not in self._misfits:
+                self._misfits[size] = misconfiguration.misfit(self.state, job)
+            found = self._misfits[size]
             if found is None:
                 return job
             if job.status_reason != found.text:

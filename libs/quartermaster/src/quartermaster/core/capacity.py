@@ -25,16 +25,21 @@ class CapacityView:
         self.max_capacity = state.environments[self.env].max_capacity.get(unit, 0)
         self.picker = picker
         self.shares: dict[str, Share] = {s.name: s for s in state.shares_of(queue)}
+        # Fixed for the pass: asked many times per head, so computed once.
+        self._own = {n: s.own(unit) for n, s in self.shares.items()}
+        self._total_own = sum(self._own.values())
+        self._reserve = [n for n, s in self.shares.items() if s.strategy is SharingStrategy.RESERVE]
+        self._lenders = [n for n, s in self.shares.items() if s.strategy in LENDERS]
         self.use = {n: state.use[(queue, n, unit)] for n in self.shares}
         self.env_use = state.env_use[(self.env, unit)]
         self.free_delta = 0  # hosts a simulation pretends are free (or taken)
 
     def own(self, name: str) -> int:
-        return self.shares[name].own(self.unit)
+        return self._own[name]
 
     def idle(self, name: str) -> int:
         """`idle_i = max(0, own_i - use_i)`."""
-        return max(0, self.own(name) - self.use[name])
+        return max(0, self._own[name] - self.use[name])
 
     def physical_free(self) -> int:
         """Free healthy hosts the environment may still take (maxCapacity caps them)."""
@@ -50,11 +55,8 @@ class CapacityView:
         }
 
     def held_back(self, name: str) -> int:
-        return sum(
-            self.idle(n)
-            for n, s in self.shares.items()
-            if s.strategy is SharingStrategy.RESERVE and n != name
-        )
+        own, use = self._own, self.use
+        return sum(max(0, own[n] - use[n]) for n in self._reserve if n != name)
 
     def avail_own(self, name: str) -> int:
         """Free units this share may take: RESERVE shares' idle units are held back."""
@@ -63,10 +65,8 @@ class CapacityView:
     def lendable(self) -> int:
         """Lenders' idle units plus unassigned capacity: what borrowers may hold in all."""
         capacity = self.env_use + self.physical_free()
-        unassigned = max(0, capacity - sum(self.own(n) for n in self.shares))
-        return sum(self.idle(n) for n, s in self.shares.items() if s.strategy in LENDERS) + (
-            unassigned
-        )
+        unassigned = max(0, capacity - self._total_own)
+        return sum(self.idle(n) for n in self._lenders) + unassigned
 
     def borrowed(self) -> int:
         return sum(max(0, self.use[n] - self.own(n)) for n in self.shares)
