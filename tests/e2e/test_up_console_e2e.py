@@ -57,7 +57,7 @@ def test_ctrl_c_on_qm_up_names_the_jobs_that_keep_running(tmp_path: Path) -> Non
     job_pid = None
     try:
         assert up.stdout is not None
-        said = []
+        said: list[str] = []
         while not (found := re.search(r"is up: gRPC (127\.0\.0\.1:\d+)", said[-1] if said else "")):
             said.append(up.stdout.readline())
             assert said[-1], "".join(said)  # qm up ended before it was up

@@ -80,7 +80,8 @@ def test_undrain_keeps_a_lost_host_lost_and_it_registers_healthy() -> None:
     # when
     w.apply(ev.HostUndrained(at=w.clock, host_id="h1"))
     # then
-    assert w.state.hosts["h1"].status is HostStatus.LOST
+    host = w.state.hosts["h1"]
+    assert (host.status, host.drained) == (HostStatus.LOST, False)
     register_again(w)
     assert w.state.hosts["h1"].status is HostStatus.HEALTHY
 
