@@ -63,7 +63,7 @@ def _load(path: Path) -> Any:
         raise ConfigError(f"{path}: {err.strerror or err}") from err
     if path.suffix.lower() in (".yaml", ".yml"):
         try:
-            import yaml  # type: ignore[import-untyped]
+            import yaml
         except ImportError as err:
             raise ConfigError(
                 f"{path}: YAML needs PyYAML (pip install pyyaml); JSON needs nothing"
