@@ -52,7 +52,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         settings = StackSettings(data_dir=Path(tmp), nodes=2, grpc_port=0, stop_grace_seconds=30)
         with StackThread(settings) as stack:
-            c = Quartermaster(stack.address)
+            c = Quartermaster(stack.address, credentials_dir=stack.credentials_dir)
             c.create_service_environment("env", {UNIT: 2})
             c.create_scheduling_policy("fifo")
             c.create_job_queue("q", "env", "fifo")
@@ -92,7 +92,7 @@ def main() -> None:
             print(f"SubmitServiceJob, sequential, one client: {n / dt:,.0f} jobs/s")
 
             def submit_many(k: int) -> None:
-                with Quartermaster(stack.address) as own:
+                with Quartermaster(stack.address, credentials_dir=stack.credentials_dir) as own:
                     q = TrainingQueue("bulk", own)
                     for i in range(n // 16):
                         q.submit(cold, job_name=f"par{k}x{i}", quota_share_name="BULK")
