@@ -37,6 +37,7 @@ from quartermaster.bus.errors import (
     PermanentBusError,
     TransientBusError,
 )
+from quartermaster.bus.feed import delete_feed_stream, ensure_feed_stream
 from quartermaster.bus.puback import (
     WRONG_LAST_MSG_ID,
     WRONG_LAST_SEQUENCE,
@@ -219,6 +220,7 @@ class JetStreamLog:
                 await self._js.update_stream(config)
         except NATS_FAILURES as err:
             raise bus_error(err, f"create stream {self._stream}") from err
+        await ensure_feed_stream(self._js, self._stream, self._prefix, replicas)
 
     async def append(
         self,
@@ -366,6 +368,7 @@ class JetStreamLog:
         return int(info.state.last_seq)
 
     async def delete_stream(self) -> None:
+        await delete_feed_stream(self._js, self._stream)
         try:
             await self._js.delete_stream(self._stream)
         except nats.js.errors.NotFoundError:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -68,8 +69,13 @@ class OrderedReader:
         start_seq: int,
         *,
         heartbeat_s: float = 1.0,
+        named: bool = False,
     ) -> None:
+        """`named`: give each consumer a name, so its create request's subject carries
+        the filter (`CONSUMER.CREATE.<stream>.<name>.<filter>`) and permissions can
+        allow one filter only."""
         self._nc = nc
+        self._named = named
         self._js = js
         self._stream = stream
         self._filter = filter_subject
@@ -174,6 +180,7 @@ class OrderedReader:
             mem_storage=True,
             num_replicas=1,
             inactive_threshold=max(30.0, 6 * self._heartbeat_s),
+            name=f"ordered_{secrets.token_hex(8)}" if self._named else None,
         )
         try:
             self._sub = await self._nc.subscribe(

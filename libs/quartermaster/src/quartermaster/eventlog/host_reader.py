@@ -1,0 +1,133 @@
+"""A node agent's read side: its host's views from the feed, not the whole log.
+
+Same face as `LogFollower` where the agent uses it (`state`, `seq`, `traces`,
+`listen`, `start`, `stop`, `catch_up`): `state` holds only this host's entries
+(`host_feed.as_state`), `seq` is the log position the newest view was derived
+at. The feed keeps one view per host, so a restarted agent reads its newest
+view and goes on from there: nothing to replay, nothing missed (a view is the
+whole of what the log wants from the host, not a delta). Views older than the
+one it holds (a lagging publisher after a takeover) are skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+import msgspec
+
+from quartermaster.bus import JetStreamLog, TransientBusError
+from quartermaster.bus.feed import feed_stream, feed_subject
+from quartermaster.bus.reader import OrderedReader
+from quartermaster.core import State
+from quartermaster.eventlog.host_feed import as_state, decode_view
+from quartermaster.events import AnyEvent
+
+log = logging.getLogger(__name__)
+
+Listener = Callable[[int, str, list[AnyEvent]], Awaitable[None] | None]
+
+
+class ViewTraces:
+    """The trace context of each job of the newest view (`JobTraces.get`'s face)."""
+
+    def __init__(self) -> None:
+        self.latest: dict[str, str] = {}
+
+    def get(self, job_id: str) -> str | None:
+        return self.latest.get(job_id)
+
+
+class HostFeedFollower:
+    def __init__(self, event_log: JetStreamLog, host_id: str) -> None:
+        self.log = event_log
+        self.host_id = host_id
+        self.subject = feed_subject(host_id, event_log.prefix)
+        self.state = State()
+        self.seq = 0
+        self.traces = ViewTraces()
+        self.messages_read = 0  # every message delivered to this reader, stale ones included
+        self._stream_seq = 0  # the feed stream's position (not the log's)
+        self._reader: OrderedReader | None = None
+        self._listeners: list[Listener] = []
+        self._advanced = asyncio.Condition()
+        self._task: asyncio.Task[None] | None = None
+
+    def listen(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"host-feed {self.host_id}")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        while task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=1.0)
+
+    async def catch_up(self, timeout: float | None = 10.0) -> int:
+        """Return once the view the feed holds now (if any) is applied; returns `seq`."""
+        async with asyncio.timeout(timeout):
+            while True:
+                reader = self._reader
+                if reader is not None and await reader.drained(self._stream_seq):
+                    return self.seq
+                await asyncio.sleep(0.02)
+
+    async def wait_for(self, seq: int, timeout: float | None = 10.0) -> None:
+        async with self._advanced:
+            await asyncio.wait_for(self._advanced.wait_for(lambda: self.seq >= seq), timeout)
+
+    async def _run(self) -> None:
+        js = self.log.js
+        while True:
+            reader = OrderedReader(
+                self.log.nc,
+                js,
+                feed_stream(self.log.stream),
+                self.subject,
+                self._stream_seq + 1,
+                named=True,
+            )
+            try:
+                await reader.start()
+                self._reader = reader
+                while True:
+                    delivered = await reader.next(timeout=None)
+                    if delivered is not None:
+                        self._stream_seq = delivered.seq
+                        await self._apply(delivered.data)
+            except asyncio.CancelledError:
+                raise
+            except (TransientBusError, TimeoutError, ConnectionError) as err:
+                log.warning("host=%s feed reader lost (%s); resuming", self.host_id, err)
+                await asyncio.sleep(0.5)
+            except Exception:
+                log.exception("host=%s feed reader failed; resuming", self.host_id)
+                await asyncio.sleep(0.5)
+            finally:
+                self._reader = None
+                await reader.stop()
+
+    async def _apply(self, data: bytes) -> None:
+        self.messages_read += 1
+        try:
+            view = decode_view(data)
+        except msgspec.DecodeError as err:
+            log.error("host=%s undecodable view skipped: %s", self.host_id, err)
+            return
+        if view.host_id != self.host_id or view.seq < self.seq:
+            return  # another host's (misrouted) or older than the one applied
+        self.state = as_state(view)
+        self.seq = view.seq
+        self.traces.latest = dict(view.traces)
+        for listener in self._listeners:
+            try:
+                result = listener(view.seq, self.subject, [])
+                if result is not None:
+                    await result
+            except Exception:
+                log.exception("listener failed on view seq=%d", view.seq)
+        async with self._advanced:
+            self._advanced.notify_all()
