@@ -19,6 +19,7 @@ from quartermaster import events as ev
 from quartermaster.bus import JetStreamLog
 from quartermaster.core import Job
 from quartermaster.eventlog import LogFollower, encode_batch, subjects
+from quartermaster.eventlog.host_relay import HostRelay
 
 UNIT = "ml.g5.xlarge"
 QUEUE = "q"
@@ -57,6 +58,7 @@ class Cluster:
         self.log = event_log
         self.tmp = tmp
         self.follower = LogFollower(event_log)
+        self.relay = HostRelay(self.follower)  # the scheduler's part: each host's view
         self.reports: list[tuple[str, ev.AnyEvent]] = []  # (subject, event)
         self._reports_prefix = f"{event_log.prefix}.reports."
 
@@ -64,6 +66,7 @@ class Cluster:
     async def start(self) -> None:
         self.follower.listen(self._collect)
         await self.follower.start()
+        await self.relay.start()
         limits = (ev.CapacityLimit(UNIT, 4),)
         await self.request(
             ev.ServiceEnvironmentCreated(at=time.time(), name="env", capacity_limits=limits),
@@ -81,6 +84,7 @@ class Cluster:
         )
 
     async def close(self) -> None:
+        await self.relay.stop()
         await self.follower.stop()
 
     def _collect(self, seq: int, subject: str, events: list[ev.AnyEvent]) -> None:

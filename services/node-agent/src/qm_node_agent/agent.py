@@ -36,6 +36,7 @@ from quartermaster import events as ev
 from quartermaster.bus import BusError, JetStreamLog
 from quartermaster.core import HostStatus, Job, State
 from quartermaster.eventlog import LogFollower
+from quartermaster.eventlog.host_reader import HostFeedFollower
 from quartermaster.eventlog.process import manages_stream
 from quartermaster.metrics.attempts import NodeMetrics, StartObserver
 
@@ -91,7 +92,7 @@ class NodeAgent:
         )
         self._ready = asyncio.Event()
         self._stopping = asyncio.Event()
-        self._follower: LogFollower | None = None
+        self._follower: LogFollower | HostFeedFollower | None = None
         self._reporter: Reporter | None = None
         self._group: asyncio.TaskGroup | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -141,7 +142,7 @@ class NodeAgent:
                 stack.push_async_callback(event_log.close)
             self.gpu_indexes = await self._detect_gpus()
             self._reporter = Reporter(event_log, self.host_id)
-            follower = self._follower = LogFollower(event_log)
+            follower = self._follower = self._read_side(event_log)
             follower.listen(self._on_batch)
             if self._metrics is not None:
                 follower.listen(StartObserver(self.host_id, self._metrics, lambda: follower.state))
@@ -200,6 +201,12 @@ class NodeAgent:
         self.stop()
         if self._run_task is not None:
             await self._run_task
+
+    def _read_side(self, event_log: JetStreamLog) -> LogFollower | HostFeedFollower:
+        """Its host's views from the feed (the scheduler relays them), or the whole log."""
+        if self.settings.read_whole_log:
+            return LogFollower(event_log)
+        return HostFeedFollower(event_log, self.host_id)
 
     # ---- registration and heartbeats ------------------------------------------------
     async def _detect_gpus(self) -> tuple[int, ...]:

@@ -55,6 +55,7 @@ class NodeSettings:
     log_retention_seconds: float = DEFAULT_LOG_RETENTION_SECONDS  # then deleted
     metrics_port: int = 0  # serve Prometheus /metrics here (0: off)
     metrics_host: str = "127.0.0.1"
+    read_whole_log: bool = False  # fold the whole log, not the host feed (no scheduler relays)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> NodeSettings:
@@ -125,4 +126,5 @@ class NodeSettings:
             log_retention_seconds=number("LOG_RETENTION_SECONDS", DEFAULT_LOG_RETENTION_SECONDS),
             metrics_port=port("METRICS_PORT"),
             metrics_host=get("METRICS_HOST") or "127.0.0.1",
+            read_whole_log=(get("READ_WHOLE_LOG") or "").lower() in {"1", "true", "yes"},
         )

@@ -25,6 +25,7 @@ from quartermaster.core import PassPolicy, decide
 from quartermaster.core.incremental import PassMemo
 from quartermaster.core.snapshot import take
 from quartermaster.eventlog import LogFollower, encode_batch, subjects
+from quartermaster.eventlog.host_relay import HostRelay
 from quartermaster.events import AnyEvent, Event
 from quartermaster.metrics import SchedulerMetrics
 
@@ -43,6 +44,7 @@ class Scheduler:
         self.log = event_log
         self.policy = PassPolicy(heartbeat_timeout_seconds=settings.heartbeat_timeout_seconds)
         self.follower: LogFollower | None = None
+        self.relay: HostRelay | None = None  # each host's view, for its node agent
         self.leadership: Leadership | None = None
         self.snapshots: SnapshotStore | None = None
         self._dirty = asyncio.Event()
@@ -69,6 +71,7 @@ class Scheduler:
         retention = self.settings.terminal_retention_seconds
         self.follower.state.retention_seconds = retention if retention > 0 else None
         self.follower.listen(self._on_batch)
+        self.relay = HostRelay(self.follower, active=self._leads_hosts)
         loop = asyncio.get_running_loop()
 
         def wake() -> None:  # called from the lease thread
@@ -83,6 +86,7 @@ class Scheduler:
         self._want_leases()
         await asyncio.to_thread(self.leadership.start)
         await self.follower.start()
+        await self.relay.start()
 
     async def run(self) -> None:
         """Start, then decide for the queues it leads until cancelled."""
@@ -95,6 +99,8 @@ class Scheduler:
     async def stop(self) -> None:
         if self.leadership is not None:
             await asyncio.to_thread(self.leadership.stop)  # releases: standbys take over
+        if self.relay is not None:
+            await self.relay.stop()
         if self.follower is not None:
             await self.follower.stop()
 
@@ -117,6 +123,10 @@ class Scheduler:
         self._known_queues = len(queues)
         wanted = [q for q in [*sorted(queues), HOSTS] if self._may_lead(q)]
         self.leadership.want(self._lease_key(q) for q in wanted)
+
+    def _leads_hosts(self) -> bool:
+        """The host-liveness lease holder also relays the hosts' views (one publisher)."""
+        return self.leadership is not None and self.leadership.led(self._lease_key(HOSTS))
 
     def led_queues(self) -> frozenset[str]:
         assert self.leadership is not None and self.follower is not None
