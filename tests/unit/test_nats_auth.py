@@ -49,7 +49,11 @@ def test_no_service_may_manage_the_stream_or_write_through_wildcards() -> None:
         on_the_stream = {
             s for s in allowed.publish if s.startswith("$JS.API.STREAM.") and s.endswith(".QM")
         }
-        assert on_the_stream == {"$JS.API.STREAM.INFO.QM", "$JS.API.STREAM.MSG.GET.QM"}, role
+        # A node agent reads no message of the log (its host's views come from the feed).
+        expected = {"$JS.API.STREAM.INFO.QM"}
+        if role is not Role.NODE:
+            expected.add("$JS.API.STREAM.MSG.GET.QM")
+        assert on_the_stream == expected, role
         inbox = f"_INBOX_{user_name(role, host).replace('.', '_')}.>"
         # Besides its inbox, a node agent hears log requests for its own host only.
         own_logs = ("qm_logs.h1",) if role is Role.NODE else ()
@@ -107,3 +111,13 @@ def test_passwords_are_random_kept_and_private(tmp_path: Path) -> None:
     assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700
     config = NatsPasswords(directory).write_server_config("{}\n")
     assert stat.S_IMODE(os.stat(config).st_mode) == 0o600
+
+
+def test_a_node_agent_reads_only_its_own_hosts_views() -> None:
+    allowed = permissions(Role.NODE, LAYOUT, "h1")
+    assert allowed is not None
+    creates = {s for s in allowed.publish if ".CONSUMER.CREATE." in s}
+    assert creates == {"$JS.API.CONSUMER.CREATE.QM_HOSTS.*.qm_hosts.h1.cmd"}
+    assert not any(s.startswith("$JS.API.DIRECT.GET") for s in allowed.publish)
+    scheduler = permissions(Role.SCHEDULER, LAYOUT)
+    assert scheduler is not None and "qm_hosts.*.cmd" in scheduler.publish

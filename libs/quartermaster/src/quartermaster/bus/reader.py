@@ -143,6 +143,15 @@ class OrderedReader:
         delivered = info.delivered.stream_seq if info.delivered is not None else 0
         return int(delivered or 0) <= last_seen
 
+    async def caught_up(self) -> bool:
+        """`drained` by consumer seq: every message the consumer sent was taken (right on a
+        filtered consumer, whose delivered stream seq runs ahead over other subjects)."""
+        info = await self._info()
+        if info is None or int(info.num_pending or 0) != 0 or self._buffer:
+            return False
+        delivered = info.delivered.consumer_seq if info.delivered is not None else 0
+        return int(delivered or 0) <= self._expected_dseq - 1
+
     async def _info(self) -> Any:
         if self._consumer is None:
             return None

@@ -1,8 +1,10 @@
 """Who may write what on the bus: one NATS user per service role, as nats-server config.
 
 Pure data and rendering (no I/O), so `qm up` and an operator's deploy configs share
-one permission table. Every role reads the whole log (ordered consumers on the
-stream); each writes only its own subject family:
+one permission table. Every service role reads the whole log (ordered consumers on
+the stream); node agent X reads only its host's views on the host feed
+(`<p>_hosts.X.cmd`, `bus.feed`), which the scheduler writes. Each writes only its
+own subject family:
 
 - admission: `<p>.requests`; the scheduler: `<p>.decisions.*` plus its lease (KV)
   and snapshot (object store) buckets; the warm-pool service: `<p>.timers`;
@@ -41,6 +43,7 @@ from enum import StrEnum
 import msgspec
 
 from quartermaster.bus.access import NatsCredentials
+from quartermaster.bus.feed import feed_stream, feed_subject, feed_subjects
 from quartermaster.bus.joblogs import logs_subject, logs_subjects
 from quartermaster.core.provenance import token
 from quartermaster.embedded.nats_server import MAX_PAYLOAD_BYTES
@@ -151,13 +154,29 @@ def _scheduler_buckets(layout: BusLayout) -> list[str]:
     ]
 
 
+def _feed_reader(layout: BusLayout, host: str) -> list[str]:
+    """Node agent X reads its host's views only: no consumer on the log, and consumers
+    on the feed only with X's subject as filter (named consumers carry the filter in
+    the create subject, `bus.feed`)."""
+    feed = feed_stream(layout.stream)
+    return [
+        *_api(
+            f"STREAM.INFO.{layout.stream}",  # connecting checks that the log exists
+            f"CONSUMER.CREATE.{feed}.*.{feed_subject(host, layout.subject_prefix)}",
+            f"CONSUMER.INFO.{feed}.*",
+            f"CONSUMER.DELETE.{feed}.*",
+        ),
+        f"$JS.FC.{feed}.>",
+    ]
+
+
 def own_subjects(role: Role, layout: BusLayout, host: str | None = None) -> list[str]:
     """The log subjects a role writes (the one family it produces)."""
     p = layout.subject_prefix
     if role is Role.ADMISSION:
         return [f"{p}.requests"]
     if role is Role.SCHEDULER:
-        return [f"{p}.decisions.*"]
+        return [f"{p}.decisions.*", feed_subjects(p)]  # and it relays the hosts' views
     if role is Role.WARMPOOL:
         return [f"{p}.timers"]
     if role is Role.NODE:
@@ -171,7 +190,11 @@ def permissions(role: Role, layout: BusLayout, host: str | None = None) -> Permi
     """The allow lists of a role; None for admin (no restriction)."""
     if role is Role.ADMIN:
         return None
-    publish = [*own_subjects(role, layout, host), *_log_reader(layout)]
+    if role is Role.NODE:
+        assert host is not None
+        publish = [*own_subjects(role, layout, host), *_feed_reader(layout, host)]
+    else:
+        publish = [*own_subjects(role, layout, host), *_log_reader(layout)]
     if role is Role.SCHEDULER:
         publish += _scheduler_buckets(layout)
     if role is Role.ADMISSION:

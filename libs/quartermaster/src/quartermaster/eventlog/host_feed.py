@@ -71,7 +71,10 @@ def view_of(
             traceparent = trace_of(job.job_id)
             if traceparent is not None:
                 job_traces[job.job_id] = traceparent
-    return HostView(seq, host_id, host, jobs, pools, job_traces)
+    # Heartbeat times change often and the agent needs none: left out, so a heartbeat
+    # changes no view and sends nothing.
+    shown = None if host is None else msgspec.structs.replace(host, last_heartbeat=0.0)
+    return HostView(seq, host_id, shown, jobs, pools, job_traces)
 
 
 def touched(state: State, events: Iterable[AnyEvent]) -> tuple[set[str], set[str]]:

@@ -71,7 +71,7 @@ class HostFeedFollower:
         async with asyncio.timeout(timeout):
             while True:
                 reader = self._reader
-                if reader is not None and await reader.drained(self._stream_seq):
+                if reader is not None and await reader.caught_up():
                     return self.seq
                 await asyncio.sleep(0.02)
 

@@ -1,0 +1,72 @@
+"""Each agent reads only its own host's views: what it reads does not grow with other hosts.
+
+Three agents on one log; jobs run on h1 only. h1's agent reads a view per change of
+its host; h2's and h3's read none after their registration, however many jobs ran.
+A restarted agent picks up from its host's newest view and runs nothing twice.
+"""
+
+from __future__ import annotations
+
+from node_agent_harness import Cluster, payload
+
+from quartermaster import events as ev
+from quartermaster.bus.feed import feed_stream, feed_subject
+from quartermaster.core import JobStatus
+from quartermaster.eventlog.host_feed import decode_view
+from quartermaster.eventlog.host_reader import HostFeedFollower
+
+LOOP = "while true; do sleep 0.05; done"
+
+
+def reads(agent: object) -> int:
+    follower = agent._follower  # type: ignore[attr-defined]
+    assert isinstance(follower, HostFeedFollower)
+    return follower.messages_read
+
+
+async def test_an_agent_reads_only_its_own_hosts_views(cluster: Cluster) -> None:
+    agents = [cluster.agent(cluster.settings(host)) for host in ("h1", "h2", "h3")]
+    async with agents[0], agents[1], agents[2]:
+        for host in ("h1", "h2", "h3"):
+            await cluster.until_host(host)
+        await cluster.relay.flush()
+        await cluster.until("h2 and h3 have their views", lambda: agents[1].state.hosts != {})
+        others_before = [reads(agents[1]), reads(agents[2])]
+        h1_before = reads(agents[0])
+        for n in range(5):
+            await cluster.run(f"j{n}", payload("echo hello"))
+            await cluster.until_status(f"j{n}", JobStatus.SUCCEEDED)
+        await cluster.relay.flush()
+        h1_after = reads(agents[0])
+        others_after = [reads(agents[1]), reads(agents[2])]
+    assert h1_after - h1_before >= 5  # at least one view per job, on its own host
+    assert others_after == others_before  # nothing of h1's jobs reached h2 or h3
+
+
+async def test_the_feed_keeps_one_view_per_host(cluster: Cluster) -> None:
+    async with cluster.agent(cluster.settings("h1")):
+        await cluster.until_host("h1")
+        await cluster.run("j", payload("echo hello"))
+        await cluster.until_status("j", JobStatus.SUCCEEDED)
+        await cluster.relay.flush()
+    js, stream = cluster.log.js, feed_stream(cluster.log.stream)
+    info = await js.stream_info(stream)
+    assert info.state.messages == 1
+    last = await js.get_last_msg(stream, feed_subject("h1", cluster.log.prefix))
+    assert decode_view(last.data).jobs == []  # h1's newest view: the job is over
+
+
+async def test_a_restarted_agent_resumes_from_its_newest_view(cluster: Cluster) -> None:
+    """Stopped while its job runs, the agent starts again from the feed, re-adopts the
+    job (one start only) and stops it when the log says so."""
+    async with cluster.agent(cluster.settings("h1")):
+        await cluster.until_host("h1")
+        await cluster.run("long", payload(LOOP))
+        await cluster.until_status("long", JobStatus.RUNNING)
+    async with cluster.agent(cluster.settings("h1")) as again:
+        await cluster.until("the view came back", lambda: "long" in again.state.jobs)
+        await cluster.terminate("long")
+        await cluster.until_reported("long", ev.JobStopConfirmed)
+        await cluster.until_status("long", JobStatus.FAILED)
+    assert len(cluster.reported("long", ev.JobStarting)) == 1
+    assert len(cluster.reported("long", ev.JobStopConfirmed)) == 1
