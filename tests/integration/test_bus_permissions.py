@@ -41,10 +41,14 @@ from quartermaster import events as ev
 from quartermaster.auth import pki
 from quartermaster.bus import JetStreamLog, PermanentBusError
 from quartermaster.bus.access import NatsCredentials
+from quartermaster.bus.feed import feed_stream, feed_subject
 from quartermaster.core import JobStatus, State
 from quartermaster.embedded.errors import EmbeddedServerError
 from quartermaster.embedded.nats_auth import BusLayout, TlsFiles
 from quartermaster.eventlog import LogFollower, encode_batch, process, subjects
+from quartermaster.eventlog.host_feed import HostView, encode_view
+from quartermaster.eventlog.host_reader import HostFeedFollower
+from quartermaster.eventlog.host_relay import HostRelay
 from quartermaster.testing.servers import SecuredBus, start_secured_bus, unavailable
 
 UNIT = "ml.g5.xlarge"
@@ -137,7 +141,49 @@ async def test_a_user_reads_only_its_own_replies(secured_bus: SecuredBus) -> Non
     async with await bus.connect("node.h1") as node:  # its own inboxes work
         seq = await node.append(subjects.reports("h1", bus.layout.subject_prefix), b"")
         assert seq == 1
-        assert [e.seq async for e in node.read(1, 1)] == [1]
+    async with await bus.connect("auditor") as auditor:
+        assert [e.seq async for e in auditor.read(1, 1)] == [1]
+
+
+async def test_a_node_agent_reads_only_its_own_hosts_views(secured_bus: SecuredBus) -> None:
+    """Node agent h1 reads h1's views from the feed; it can neither read the log, nor
+    open a consumer on h2's views, nor write a view (the scheduler's)."""
+    bus, layout, p = secured_bus, secured_bus.layout, secured_bus.layout.subject_prefix
+    feed = feed_stream(layout.stream)
+    async with await bus.connect(bus.ADMIN) as admin:
+        for host, seq in (("h1", 5), ("h2", 7)):
+            view = encode_view(HostView(seq=seq, host_id=host))
+            await admin.js.publish(feed_subject(host, p), view, stream=feed)
+    async with await bus.connect("node.h1") as node:
+        follower = HostFeedFollower(node, "h1")
+        await follower.start()
+        try:
+            await follower.catch_up()
+            assert follower.seq == 5
+        finally:
+            await follower.stop()
+    async with raw(bus, "node.h1") as (nc, errors):
+        js = nc.jetstream(timeout=0.5)
+        inbox = nc.new_inbox()
+        attempts = [
+            (feed, f"$JS.API.CONSUMER.CREATE.{feed}.peek.{feed_subject('h2', p)}", "peek"),
+            (layout.stream, f"$JS.API.CONSUMER.CREATE.{layout.stream}.peek.{p}.>", "peek"),
+            (layout.stream, f"$JS.API.CONSUMER.CREATE.{layout.stream}", None),
+        ]
+        for stream, refused, name in attempts:
+            config = ConsumerConfig(
+                name=name,
+                deliver_subject=inbox,
+                filter_subject=feed_subject("h2", p) if stream == feed else f"{p}.>",
+                ack_policy=AckPolicy.NONE,
+            )
+            with pytest.raises(nats.errors.TimeoutError):
+                await js.add_consumer(stream, config=config)
+            await until_refused(refused, errors)
+        forged = encode_view(HostView(seq=99, host_id="h1"))
+        with pytest.raises(nats.errors.TimeoutError):
+            await js.publish(feed_subject("h1", p), forged)
+        await until_refused(feed_subject("h1", p), errors)
 
 
 async def test_no_service_may_change_purge_or_delete_the_stream(secured_bus: SecuredBus) -> None:
@@ -483,6 +529,10 @@ async def test_a_dispatch_on_a_request_subject_is_not_obeyed(
     node = await bus.connect("node.h1")
     audit = Audit(reader)
     await audit.follower.start()
+    relay_follower = LogFollower(admin)  # the scheduler's part: h1's views, from its fold
+    relay = HostRelay(relay_follower)
+    await relay_follower.start()
+    await relay.start()
     try:
         async with NodeAgent(_node_settings(bus, tmp_path, "h1"), node):
             await admin.append(subjects.requests(p), encode_batch(_configuration(now)))
@@ -502,6 +552,8 @@ async def test_a_dispatch_on_a_request_subject_is_not_obeyed(
                 lambda: audit.state.jobs["misfit"].status == JobStatus.SUCCEEDED,
             )
     finally:
+        await relay.stop()
+        await relay_follower.stop()
         await audit.follower.stop()
         for event_log in (admin, reader, node):
             await event_log.close()

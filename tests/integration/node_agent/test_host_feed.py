@@ -53,6 +53,7 @@ async def test_the_feed_keeps_one_view_per_host(cluster: Cluster) -> None:
     info = await js.stream_info(stream)
     assert info.state.messages == 1
     last = await js.get_last_msg(stream, feed_subject("h1", cluster.log.prefix))
+    assert last.data is not None
     assert decode_view(last.data).jobs == []  # h1's newest view: the job is over
 
 
