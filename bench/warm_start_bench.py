@@ -189,6 +189,7 @@ async def bench(args: argparse.Namespace, tmp: Path, registry: str) -> None:
             heartbeat_seconds=1.0,
             stop_grace_seconds=2.0,
             address="127.0.0.1",
+            read_whole_log=True,  # no scheduler here to relay the host's views
         )
         cold_s, warm_s = [], []
         phases: dict[str, list[ev.StartPhases]] = {"cold": [], "warm": []}
