@@ -39,6 +39,7 @@ class HostRelay:
         self._stream = feed_stream(follower.log.stream)
         self._prefix = follower.log.prefix
         self._candidates: dict[str, set[str]] = {}  # host -> jobs that may be live there
+        self._hosts_of: dict[str, set[str]] = {}  # job -> hosts it is a candidate on
         self._published: dict[str, bytes] = {}  # host -> its last view sent (seq 0)
         self._dirty: set[str] = set()
         self._wake = asyncio.Event()
@@ -68,14 +69,17 @@ class HostRelay:
         state = self._follower.state
         hosts, jobs = touched(state, events)
         for job_id in jobs:
+            hosts |= self._hosts_of.get(job_id, set())  # its new attempt may have left them
             job = state.jobs.get(job_id)
             for host in job.hosts if job is not None else ():
-                self._candidates.setdefault(host, set()).add(job_id)
-        for job_id in jobs:  # a job's earlier hosts: its new attempt may have left them
-            hosts.update(h for h, named in self._candidates.items() if job_id in named)
+                self._add(host, job_id)
         if hosts:
             self._dirty |= hosts
             self._wake.set()
+
+    def _add(self, host_id: str, job_id: str) -> None:
+        self._candidates.setdefault(host_id, set()).add(job_id)
+        self._hosts_of.setdefault(job_id, set()).add(host_id)
 
     def _index_all(self) -> None:
         """Candidates from the whole state (once, at start: a restored snapshot)."""
@@ -83,7 +87,7 @@ class HostRelay:
         for job in state.jobs.values():
             for host in job.hosts:
                 if live_on(job, host):
-                    self._candidates.setdefault(host, set()).add(job.job_id)
+                    self._add(host, job.job_id)
         self._mark_all()
 
     def _mark_all(self) -> None:
@@ -107,20 +111,28 @@ class HostRelay:
                 self._dirty.clear()
                 continue
             while self._dirty:
-                host = min(self._dirty)
-                try:
-                    await self._publish(host)
-                except BusError as err:  # a NATS leader change, mostly: try again
-                    log.warning("host=%s view not published (%s); retrying", host, err)
-                    await asyncio.sleep(0.5)
-                    continue
-                self._dirty.discard(host)
+                for host in sorted(self._dirty):
+                    try:
+                        await self._publish(host)
+                    except BusError as err:  # a NATS leader change, mostly: try again
+                        log.warning("host=%s view not published (%s); retrying", host, err)
+                        await asyncio.sleep(0.5)
+                        break
+                    self._dirty.discard(host)
 
     async def _publish(self, host_id: str) -> None:
         follower = self._follower
         candidates = self._candidates.get(host_id, set())
         view = view_of(follower.state, host_id, follower.seq, candidates, follower.traces.get)
         live = {job.job_id for job in view.jobs}
+        for job_id in candidates - live:  # over on this host: no longer a candidate
+            hosts = self._hosts_of.get(job_id)
+            if hosts is not None:
+                hosts.discard(host_id)
+                if not hosts:
+                    del self._hosts_of[job_id]
+        for job_id in live - candidates:  # the holder, named by no message of its own
+            self._hosts_of.setdefault(job_id, set()).add(host_id)
         if live:
             self._candidates[host_id] = live
         else:
