@@ -111,3 +111,15 @@ def priority(field: str, value: int) -> int:
     if not 0 <= value <= MAX_PRIORITY:
         raise invalid(field, f"must be 0-{MAX_PRIORITY}, got {value}")
     return value
+
+
+def idle_assignment_strategy(policy: pb.QuotaSharePolicy) -> str:
+    """The strategy a scheduling policy lends idle capacity by (only FIFO exists)."""
+    if policy.idle_resource_assignment_strategy not in (
+        pb.IDLE_RESOURCE_ASSIGNMENT_STRATEGY_UNSPECIFIED,
+        pb.IDLE_RESOURCE_ASSIGNMENT_STRATEGY_FIFO,
+    ):
+        raise invalid(
+            "quota_share_policy.idle_resource_assignment_strategy", "only FIFO is supported"
+        )
+    return "FIFO"

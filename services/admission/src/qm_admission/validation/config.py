@@ -60,14 +60,7 @@ def create_scheduling_policy(
     request: pb.CreateSchedulingPolicyRequest, state: State, *, at: float
 ) -> list[ev.Event]:
     name = check_name("name", request.name)
-    strategy = request.quota_share_policy.idle_resource_assignment_strategy
-    if strategy not in (
-        pb.IDLE_RESOURCE_ASSIGNMENT_STRATEGY_UNSPECIFIED,
-        pb.IDLE_RESOURCE_ASSIGNMENT_STRATEGY_FIFO,
-    ):
-        raise invalid(
-            "quota_share_policy.idle_resource_assignment_strategy", "only FIFO is supported"
-        )
+    common.idle_assignment_strategy(request.quota_share_policy)
     tags = resources.check_tags("tags", request.tags)
     if name in state.policies:
         raise already_exists("name", f"scheduling policy {name!r} exists")

@@ -154,14 +154,7 @@ def update_scheduling_policy(
     request: pb.UpdateSchedulingPolicyRequest, state: State, *, at: float
 ) -> list[ev.Event]:
     name = common.policy(state, "arn", request.arn)
-    strategy = request.quota_share_policy.idle_resource_assignment_strategy
-    if strategy not in (
-        pb.IDLE_RESOURCE_ASSIGNMENT_STRATEGY_UNSPECIFIED,
-        pb.IDLE_RESOURCE_ASSIGNMENT_STRATEGY_FIFO,
-    ):
-        raise invalid(
-            "quota_share_policy.idle_resource_assignment_strategy", "only FIFO is supported"
-        )
+    common.idle_assignment_strategy(request.quota_share_policy)
     return [ev.SchedulingPolicyUpdated(at=at, name=name, idle_resource_assignment_strategy="FIFO")]
 
 
