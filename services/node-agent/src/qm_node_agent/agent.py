@@ -32,6 +32,7 @@ from qm_node_agent.records import AttemptRecord, AttemptStore
 from qm_node_agent.reporter import Reporter
 from qm_node_agent.runtime import DockerRuntime, JobRuntime, ProcessRuntime
 from qm_node_agent.settings import NodeSettings, RuntimeKind
+from qm_node_agent.view_starts import ViewStarts
 from quartermaster import events as ev
 from quartermaster.bus import BusError, JetStreamLog
 from quartermaster.core import HostStatus, Job, State
@@ -145,7 +146,11 @@ class NodeAgent:
             follower = self._follower = self._read_side(event_log)
             follower.listen(self._on_batch)
             if self._metrics is not None:
-                follower.listen(StartObserver(self.host_id, self._metrics, lambda: follower.state))
+                starts = StartObserver(self.host_id, self._metrics, lambda: follower.state)
+                if isinstance(follower, HostFeedFollower):  # views, not reports: see view_starts
+                    follower.listen(ViewStarts(self.host_id, starts, lambda: follower.state))
+                else:
+                    follower.listen(starts)
             await follower.start()
             stack.push_async_callback(follower.stop)
             await follower.catch_up(timeout=None)
