@@ -71,11 +71,12 @@ class Scheduler:
         retention = self.settings.terminal_retention_seconds
         self.follower.state.retention_seconds = retention if retention > 0 else None
         self.follower.listen(self._on_batch)
-        self.relay = HostRelay(self.follower, active=self._leads_hosts)
+        relay = self.relay = HostRelay(self.follower, active=self._leads_hosts)
         loop = asyncio.get_running_loop()
 
         def wake() -> None:  # called from the lease thread
             loop.call_soon_threadsafe(self._dirty.set)
+            loop.call_soon_threadsafe(relay.poke)  # a gained _hosts lease: publish at once
 
         self.leadership = Leadership(
             self.settings,

@@ -57,6 +57,10 @@ class HostRelay:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
+    def poke(self) -> None:
+        """Look again now whether this instance publishes (its lease may have changed)."""
+        self._wake.set()
+
     async def flush(self, timeout: float = 10.0) -> None:
         """Return once every host marked so far has been published (tests)."""
         async with asyncio.timeout(timeout):
