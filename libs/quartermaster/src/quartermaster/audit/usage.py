@@ -19,6 +19,7 @@ import msgspec
 from quartermaster import events as ev
 from quartermaster.audit.envelope import Envelope, admit
 from quartermaster.audit.errors import AuditError
+from quartermaster.audit.instants import epoch_of
 from quartermaster.audit.replay import usage
 from quartermaster.core import State, fold
 
@@ -45,20 +46,9 @@ def parse_bound(text: str, flag: str = "--since") -> Bound:
     if words and _DURATION.sub("", words) == "":
         total = sum(float(n) * _SECONDS[u] for n, u in _DURATION.findall(words))
         return Bound(before_end=total)
-    if words.startswith("@"):
-        try:
-            return Bound(at=float(words[1:]))
-        except ValueError:
-            pass
-    else:
-        try:
-            when = dt.datetime.fromisoformat(words)
-        except ValueError:
-            pass
-        else:
-            if when.tzinfo is None:
-                when = when.replace(tzinfo=dt.UTC)
-            return Bound(at=when.timestamp())
+    at = epoch_of(words)
+    if at is not None:
+        return Bound(at=at)
     raise AuditError(f"{flag}: a duration (1h, 30m, 90s), @EPOCH or an ISO 8601 time, got {text!r}")
 
 

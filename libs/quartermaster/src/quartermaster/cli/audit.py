@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -21,6 +20,7 @@ import msgspec
 
 from quartermaster.audit.envelope import Envelope
 from quartermaster.audit.errors import AuditError, ConfigError
+from quartermaster.audit.instants import epoch_of
 from quartermaster.audit.logfile import Format, read_log
 from quartermaster.cli.audit_render import (
     render_comparison,
@@ -209,20 +209,9 @@ def parse_instant(text: str) -> tuple[int | None, float | None]:
     """`42` -> seq 42; `@1700000000.5` -> epoch seconds; else an ISO 8601 time (UTC if naive)."""
     if text.isdigit():
         return int(text), None
-    if text.startswith("@"):
-        try:
-            return None, float(text[1:])
-        except ValueError:
-            pass
-    else:
-        try:
-            when = dt.datetime.fromisoformat(text)
-        except ValueError:
-            pass
-        else:
-            if when.tzinfo is None:
-                when = when.replace(tzinfo=dt.UTC)
-            return None, when.timestamp()
+    at = epoch_of(text)
+    if at is not None:
+        return None, at
     raise AuditError(f"--at: a sequence number, @EPOCH_SECONDS or an ISO 8601 time, got {text!r}")
 
 
