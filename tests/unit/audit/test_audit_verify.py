@@ -176,3 +176,22 @@ TestAuditedHistory.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
+def test_a_warm_pool_decision_naming_an_unknown_host_is_a_difference_not_a_crash() -> None:
+    # given: a forger adds a host the log never registered to a pool's hosts
+    log = list(read_log(Path(__file__).resolve().parents[2] / "fixtures/logs/busy-stack.jsonl"))
+    index, event_index = next(
+        (i, j)
+        for i in decision_messages(log)
+        for j, e in enumerate(log[i].events)
+        if isinstance(e, ev.WarmPoolAvailable)
+    )
+    pool = log[index].events[event_index]
+    assert isinstance(pool, ev.WarmPoolAvailable)
+    forged = edited(log, index, event_index, hosts=(*pool.hosts, "h99"))
+    # when
+    report = verify(forged)
+    # then
+    assert not report.ok
+    assert report.differences[0].seq == log[index].seq

@@ -537,7 +537,9 @@ def _pool_available(state: State, e: ev.WarmPoolAvailable) -> None:
     pool.chain_id = e.chain_id
     pool.chain_started_at = e.chain_started_at
     for host_id in e.hosts:
-        state.hosts[host_id].holder = job.job_id
+        host = state.hosts.get(host_id)
+        if host is not None:  # a decision naming an unknown host (a forged log) holds none
+            host.holder = job.job_id
     job.hosts = ()
     state.index_pool(pool)
 
@@ -600,7 +602,8 @@ def _pool_terminated(state: State, e: ev.WarmPoolTerminated) -> None:
     state.unindex_pool(pool)
     state.charge((pool.queue, pool.share, pool.unit), pool.environment, -pool.count)
     for host_id in pool.hosts:
-        state.mark_free(state.hosts[host_id])
+        if host_id in state.hosts:
+            state.mark_free(state.hosts[host_id])
     pool.status = WarmPoolStatus.TERMINATED
     pool.termination_reason = e.reason
     pool.billable_seconds = e.billable_seconds

@@ -119,7 +119,9 @@ def _pool_for(job: Job, now: float) -> ev.Event:
 
 def _pool_check(state: State, pool: WarmPool, now: float) -> ev.Event | None:
     """An Available pool: a keep-alive update to decide, or its end, or nothing."""
-    healthy = all(state.hosts[h].status is HostStatus.HEALTHY for h in pool.hosts)
+    healthy = all(
+        h in state.hosts and state.hosts[h].status is HostStatus.HEALTHY for h in pool.hosts
+    )
     requested = pool.requested_keep_alive
     if requested is not None and healthy:
         assert pool.keep_alive_requested_at is not None

@@ -156,8 +156,8 @@ def release(state: State, job: Job, keep: bool) -> None:
     _end_in_use_pool(state, job)
     env = state.environment_of(job.queue)
     for host_id in job.hosts:
-        host = state.hosts[host_id]
-        if host.holder == job.job_id:
+        host = state.hosts.get(host_id)
+        if host is not None and host.holder == job.job_id:
             state.mark_free(host)
     state.charge(state.share_key(job), env, -job.count)
     job.hosts = ()
