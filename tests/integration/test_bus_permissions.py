@@ -239,9 +239,15 @@ async def test_a_consumer_cannot_deliver_into_the_log_or_the_buckets(
 ) -> None:
     bus, p, layout = secured_bus, secured_bus.layout.subject_prefix, secured_bus.layout
     own = subjects.reports("h1", p)
-    async with await bus.connect("node.h1") as node, await bus.connect(bus.ADMIN) as admin:
+    # A reader that may create consumers on the log (node agents may not: they read their
+    # host's feed) points their deliveries into the log and the buckets.
+    async with (
+        await bus.connect("node.h1") as node,
+        await bus.connect("auditor") as reader,
+        await bus.connect(bus.ADMIN) as admin,
+    ):
         await node.append(own, b"crafted bytes")
-        js = node.js
+        js = reader.js
 
         def push(deliver: str) -> ConsumerConfig:
             return ConsumerConfig(
@@ -260,11 +266,11 @@ async def test_a_consumer_cannot_deliver_into_the_log_or_the_buckets(
         async def on_delivery(msg: Msg) -> None:
             seen.append(msg.subject)
 
-        inbox = node.nc.new_inbox()
-        await node.nc.subscribe(inbox, cb=on_delivery)
+        inbox = reader.nc.new_inbox()
+        await reader.nc.subscribe(inbox, cb=on_delivery)
         await js.add_consumer(layout.stream, push(inbox))
         await until("the control delivery", lambda: bool(seen))
-        await node.nc.flush()
+        await reader.nc.flush()
         for bucket in (f"KV_{layout.lease_bucket}", f"OBJ_{layout.snapshot_bucket}"):
             assert (await admin.js.stream_info(bucket)).state.messages == 0, bucket
         assert await admin.last_seq() == 1
