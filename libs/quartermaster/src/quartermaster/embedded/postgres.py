@@ -42,6 +42,22 @@ def _load_get_server() -> Any:
     return get_server
 
 
+# `pg_ctl start` itself has died by a signal (SIGSEGV) on a loaded machine, before the
+# server ran: a launcher's crash, tried again; a server that fails to start is not.
+_LAUNCH_TRIES = 3
+
+
+def _started(get_server: Any, data_dir: Path) -> Any:
+    for tries_left in range(_LAUNCH_TRIES - 1, -1, -1):
+        try:
+            return get_server(data_dir, cleanup_mode="stop")
+        except subprocess.CalledProcessError as err:
+            if err.returncode >= 0 or tries_left == 0:
+                raise
+            time.sleep(0.5)
+    raise AssertionError("unreachable")
+
+
 class EmbeddedPostgres(ManagedServer):
     """One Postgres server on `data_dir`; `url()` gives an asyncpg-usable DSN."""
 
@@ -67,7 +83,7 @@ class EmbeddedPostgres(ManagedServer):
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         began = time.monotonic()
         try:
-            self._server = get_server(self.data_dir, cleanup_mode="stop")
+            self._server = _started(get_server, self.data_dir)
         except FileNotFoundError as err:
             raise PermanentEmbeddedServerError(f"postgres cannot start: {err}") from err
         except (subprocess.SubprocessError, AssertionError, OSError) as err:
