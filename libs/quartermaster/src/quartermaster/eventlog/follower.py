@@ -5,6 +5,12 @@ envelope into its State, and wakes whoever waits for a position. Services
 react to new batches through listeners, which run after the fold. Only the
 events a message's subject may carry are folded and passed on (`admitted`).
 With tracing on, `traces` holds each job's newest trace context (`JobTraces`).
+
+Several services in one process (`qm up`) can share one fold: `share()` gives
+each a follower of its own over the same state and position, with its own
+connection (`log`, for appends and `last_seq`) and its own listeners, which
+join the fold at once and leave it at `stop()`. Only the follower that made
+the fold reads the log; a share's `start()` and `stop()` leave the reader alone.
 """
 
 from __future__ import annotations
@@ -26,26 +32,82 @@ log = logging.getLogger(__name__)
 Listener = Callable[[int, str, list[AnyEvent]], Awaitable[None] | None]
 
 
+class _Fold:
+    """The folded log and who hears of it: one per reader, shared by its shares."""
+
+    def __init__(self, state: State, seq: int) -> None:
+        self.state = state
+        self.seq = seq
+        self.last_on_subject: dict[str, int] = {}
+        self.traces = JobTraces()
+        self.listeners: list[Listener] = []
+        self.advanced = asyncio.Condition()
+
+
 class LogFollower:
     def __init__(self, event_log: JetStreamLog, snapshot: bytes | None = None) -> None:
         self.log = event_log
-        if snapshot is not None:
-            self.state, self.seq = restore(snapshot)
-        else:
-            self.state, self.seq = State(), 0
-        self.last_on_subject: dict[str, int] = {}
-        self.traces = JobTraces()
-        self._listeners: list[Listener] = []
-        self._advanced = asyncio.Condition()
+        state, seq = restore(snapshot) if snapshot is not None else (State(), 0)
+        self._fold = _Fold(state, seq)
+        self._reads = True  # False: a share of another follower's fold
+        self._own: list[Listener] = []  # the listeners this follower added
         self._task: asyncio.Task[None] | None = None
 
+    def share(self, event_log: JetStreamLog | None = None) -> LogFollower:
+        """A follower over this one's fold (state, position, waits) with its own
+        listeners and connection (`event_log`; None: this one's)."""
+        shared = LogFollower.__new__(LogFollower)
+        shared.log = self.log if event_log is None else event_log
+        shared._fold = self._fold
+        shared._reads = False
+        shared._own = []
+        shared._task = None
+        return shared
+
+    # The fold's fields; setting them (a snapshot restore) is for a reader before start.
+    @property
+    def state(self) -> State:
+        return self._fold.state
+
+    @state.setter
+    def state(self, state: State) -> None:
+        self._fold.state = state
+
+    @property
+    def seq(self) -> int:
+        return self._fold.seq
+
+    @seq.setter
+    def seq(self, seq: int) -> None:
+        self._fold.seq = seq
+
+    @property
+    def last_on_subject(self) -> dict[str, int]:
+        return self._fold.last_on_subject
+
+    @property
+    def traces(self) -> JobTraces:
+        return self._fold.traces
+
+    @property
+    def shared(self) -> bool:
+        """Whether this follower is a share of another's fold (it reads nothing)."""
+        return not self._reads
+
     def listen(self, listener: Listener) -> None:
-        self._listeners.append(listener)
+        self._own.append(listener)
+        self._fold.listeners.append(listener)
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="log-follower")
+        if self._reads:
+            self._task = asyncio.create_task(self._run(), name="log-follower")
 
     async def stop(self) -> None:
+        listeners = self._fold.listeners
+        for listener in self._own:
+            if listener in listeners:
+                listeners.remove(listener)
+        self._own.clear()
         task, self._task = self._task, None
         while task is not None and not task.done():
             task.cancel()  # again if a cancel was swallowed by a library wait
@@ -78,29 +140,32 @@ class LogFollower:
     async def _apply(
         self, seq: int, subject: str, data: bytes, headers: Mapping[str, str] | None = None
     ) -> None:
-        if seq <= self.seq:
+        folded = self._fold
+        if seq <= folded.seq:
             return
         events = admitted(seq, subject, data, self.log.prefix)
         if traces.enabled():
-            self.traces.note_message(data, headers)
+            folded.traces.note_message(data, headers)
+        state = folded.state
         for event in events:
-            fold(self.state, event)
-        self.seq = seq
-        self.last_on_subject[subject] = seq
-        for listener in self._listeners:
+            fold(state, event)
+        folded.seq = seq
+        folded.last_on_subject[subject] = seq
+        for listener in list(folded.listeners):
             try:
                 result = listener(seq, subject, events)
                 if result is not None:
                     await result
             except Exception:
                 log.exception("listener failed on seq=%d", seq, extra={"seq": seq})
-        async with self._advanced:
-            self._advanced.notify_all()
+        async with folded.advanced:
+            folded.advanced.notify_all()
 
     async def wait_for(self, seq: int, timeout: float | None = 10.0) -> None:
         """Return once everything up to `seq` is folded."""
-        async with self._advanced:
-            await asyncio.wait_for(self._advanced.wait_for(lambda: self.seq >= seq), timeout)
+        folded = self._fold
+        async with folded.advanced:
+            await asyncio.wait_for(folded.advanced.wait_for(lambda: folded.seq >= seq), timeout)
 
     async def catch_up(self, timeout: float | None = 10.0) -> int:
         """Fold everything the stream holds right now; returns that position."""
