@@ -18,6 +18,7 @@ from node_agent_harness import Cluster, payload, wait_for_file
 
 from qm_node_agent.attempt import LOST_REASON, TIMEOUT_REASON
 from quartermaster import events as ev
+from quartermaster.bus.liveness import LivenessWatch
 from quartermaster.core import HostStatus, JobStatus
 from quartermaster.core.model import WarmPoolStatus
 from quartermaster.eventlog import subjects
@@ -41,15 +42,21 @@ async def test_a_job_that_exits_0_succeeds(cluster: Cluster) -> None:
     assert {s for s, e in cluster.reports if getattr(e, "job_id", None) == "ok"} == {subject}
 
 
-async def test_heartbeats_keep_coming(cluster: Cluster) -> None:
-    async with cluster.agent(cluster.settings(heartbeat_seconds=0.1)):
-        await cluster.until_host()
-        first = cluster.follower.state.hosts["h1"].last_heartbeat
-        await cluster.until(
-            "two more heartbeats",
-            lambda: sum(isinstance(e, ev.HostHeartbeat) for _, e in cluster.reports) >= 2,
-        )
-    assert cluster.follower.state.hosts["h1"].last_heartbeat > first
+async def test_heartbeats_keep_coming_to_the_liveness_bucket_not_the_log(cluster: Cluster) -> None:
+    watch = LivenessWatch(cluster.log.nc, cluster.log.js, cluster.log.stream)
+    await watch.start()
+    try:
+        async with cluster.agent(cluster.settings(heartbeat_seconds=0.1)):
+            await cluster.until_host()
+            registered = cluster.follower.state.hosts["h1"].last_heartbeat
+            await cluster.until("a heartbeat", lambda: watch.last_beat("h1") is not None)
+            first = watch.last_beat("h1")
+            assert first is not None and first >= registered
+            await cluster.until("a newer heartbeat", lambda: (watch.last_beat("h1") or 0) > first)
+    finally:
+        await watch.stop()
+    assert watch.ready
+    assert not any(isinstance(e, ev.HostHeartbeat) for _, e in cluster.reports)
 
 
 async def test_exit_3_fails_with_an_algorithm_error_and_the_log_tail(cluster: Cluster) -> None:
@@ -220,6 +227,40 @@ async def test_a_restarted_agent_re_adopts_the_running_attempt(cluster: Cluster)
     assert launches.read_text() == "launched\n"
     assert len(cluster.reported("long", ev.JobStarting)) == 1
     assert len(cluster.reported("long", ev.JobRunning)) == 1
+    assert job.attempts[-1].exit_code == 0
+
+
+async def test_an_attempt_whose_record_holds_no_pid_yet_is_re_adopted_by_its_exit_file(
+    cluster: Cluster,
+) -> None:
+    """JobRunning goes out while the pid is being saved: an agent that stopped in between
+    finds the wrapper by the exit file its argv names, and neither relaunches nor loses it."""
+    launches = cluster.tmp / "launches"
+    go = cluster.tmp / "go"
+    script = f"echo launched >> {launches}; while [ ! -e {go} ]; do sleep 0.05; done; exit 0"
+    settings = cluster.settings()
+    async with cluster.agent(settings):
+        await cluster.until_host()
+        await cluster.run("nopid", payload(script))
+        await wait_for_file(launches)
+        await cluster.until_status("nopid", JobStatus.RUNNING)
+    path = next((settings.data_dir / "attempts").glob("*.json"))
+    record = json.loads(path.read_text())
+    pid = record.pop("pid")
+    record.pop("running_at")
+    path.write_text(json.dumps(record))  # as if the agent died before the second write
+
+    async with cluster.agent(settings):
+        await cluster.until(
+            "re-registered",
+            lambda: sum(isinstance(e, ev.HostRegistered) for _, e in cluster.reports) == 2,
+        )
+        assert Path(f"/proc/{pid}").exists()
+        go.touch()
+        job = await cluster.until_status("nopid", JobStatus.SUCCEEDED)
+
+    assert launches.read_text() == "launched\n"
+    assert len(cluster.reported("nopid", ev.JobRunning)) == 1
     assert job.attempts[-1].exit_code == 0
 
 

@@ -22,6 +22,7 @@ from qm_node_agent.records import AttemptRecord, AttemptStore, Outcome
 from qm_node_agent.reporter import Reporter
 from qm_node_agent.runtime.base import ExitStatus, JobRuntime, RunningJob
 from quartermaster import events as ev
+from quartermaster.bus import PermanentBusError
 from quartermaster.events import FailureClass
 from quartermaster.telemetry import traces
 
@@ -84,14 +85,20 @@ class AttemptRunner:
             self._spans.clear()
 
     async def _launch(self, spec: LaunchSpec | LaunchError, timeout_s: int | None) -> None:
-        # Both before anything starts: the record, so that a restart never launches it
-        # again; the report at the same time (a restart that finds no record launches,
-        # and nothing ran yet).
-        await asyncio.gather(
-            self._store.persist(self.record),
-            self._reporter.report(self._event(ev.JobStarting), self.trace),
+        # The record is durable before anything starts, so that a restart never launches
+        # it again. JobStarting guards nothing the restart reads (one that finds no record
+        # launches, and nothing ran yet): it goes out at the same time, and its ack is
+        # awaited only before the next report, which keeps the reports in order.
+        starting = asyncio.ensure_future(
+            self._reporter.report(self._event(ev.JobStarting), self.trace)
         )
+        try:
+            await self._store.persist(self.record)
+        except BaseException:
+            starting.cancel()
+            raise
         if self._stop.is_set():
+            await starting
             await self._finish(self._event(ev.JobStopConfirmed, exit_code=None))
             return
         try:
@@ -100,14 +107,24 @@ class AttemptRunner:
             job = await self._runtime.launch(spec, self.record)
         except LaunchError as err:
             self._log("could not start: %s", err.reason)
+            await starting
             await self._finish(self._failed(err.reason, err.failure_class))
             return
         except (OSError, RuntimeFailure) as err:
             self._log("could not start: %s", err)
             reason = f"InfrastructureError: {err}"
+            await starting
             await self._finish(self._failed(reason, FailureClass.INFRASTRUCTURE_ERROR))
             return
+        except BaseException:
+            starting.cancel()
+            raise
         self._log("started (pid %s)", job.pid)
+        try:
+            await starting
+        except PermanentBusError:  # the log refuses this host's reports: undo the start
+            await self._stop_job(job)
+            raise
         running_at = await self._report_running(job.start_phases, pid=job.pid)
         await self._supervise(job, running_at, timeout_s)
 
@@ -212,10 +229,16 @@ class AttemptRunner:
     async def _report_running(
         self, start_phases: ev.StartPhases | None = None, **record: object
     ) -> float:
-        """Save where the job runs (`record`: its pid) and when, in one write, then report."""
+        """Save where the job runs (`record`: its pid) and when, in one write, and report.
+
+        Both at once: the write guards nothing the report says. A restart that finds
+        no pid in the record finds the part by its attempt (`JobRuntime.adopt`), and
+        one that finds no `running_at` reports JobRunning again (same msg id).
+        """
         event = self._event(ev.JobRunning, start_phases=start_phases)
-        await self._save(running_at=event.at, **record)
-        await self._reporter.report(event, self.trace)
+        await asyncio.gather(
+            self._save(running_at=event.at, **record), self._reporter.report(event, self.trace)
+        )
         if self._spans:  # started: the start span ends, the run span begins
             self._spans.pop().end()
             self._open_span("node_agent.run", self.trace)

@@ -2,8 +2,9 @@
 
 The wrapper (a shell script, `qm_node_agent.wrapper`) leads a new session, so
 the job survives an agent restart; the restarted agent finds it by pid (checked
-against /proc/<pid>/cmdline) and learns how it ended from the wrapper's exit
-file. The agent learns that a wrapper ended from a pidfd (no polling).
+against /proc/<pid>/cmdline; by its exit file in the cmdlines when the record
+holds no pid yet) and learns how it ended from the wrapper's exit file. The
+agent learns that a wrapper ended from a pidfd (no polling).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ POLL_S = 0.05
 class ProcessJob:
     def __init__(
         self,
-        pid: int,
+        pid: int | None,
         exit_file: Path,
         log_file: Path,
         popen: subprocess.Popen[bytes] | None = None,
@@ -57,6 +58,8 @@ class ProcessJob:
     def _alive(self) -> bool:
         if self._popen is not None:
             alive = self._popen.poll() is None
+        elif self._pid is None:  # adopted after it ended: only its exit file is left
+            alive = False
         else:
             alive = wrapper_alive(self._pid, self._exit_file)
         self._seen_alive |= alive
@@ -64,8 +67,9 @@ class ProcessJob:
 
     async def wait(self) -> ExitStatus:
         while self._alive():
+            assert self._pid is not None
             await _until_exited(self._pid)
-        if self._seen_alive:
+        if self._seen_alive and self._pid is not None:
             # The wrapper just ended: take what it left running in its group down with it.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self._pid, signal.SIGKILL)
@@ -91,6 +95,8 @@ class ProcessJob:
             self._signal(signal.SIGKILL)
 
     def _signal(self, signum: int) -> bool:
+        if self._pid is None:
+            return False
         try:
             os.killpg(self._pid, signum)
         except ProcessLookupError:
@@ -142,9 +148,10 @@ class ProcessRuntime:
     async def adopt(self, record: AttemptRecord) -> ProcessJob | None:
         exit_file = Path(record.exit_file)
         pid = record.pid
-        if pid is None:
-            return None
-        if read_exit_file(exit_file) is None and not wrapper_alive(pid, exit_file):
+        if pid is None:  # the agent stopped before it saved the pid: look for the wrapper
+            pid = await asyncio.to_thread(find_wrapper, exit_file)
+        ended = read_exit_file(exit_file) is not None
+        if not ended and (pid is None or not wrapper_alive(pid, exit_file)):
             return None
         return ProcessJob(pid, exit_file, Path(record.log_file))
 
@@ -200,6 +207,21 @@ def wrapper_alive(pid: int, exit_file: Path) -> bool:
     if state in ("Z", "X"):
         return False
     return str(exit_file).encode() in cmdline.split(b"\0")
+
+
+def find_wrapper(exit_file: Path) -> int | None:
+    """The pid of the live wrapper of `exit_file` (its argv names it), if there is one."""
+    wanted = str(exit_file).encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # gone meanwhile
+            continue
+        if wanted in argv and wrapper_alive(int(proc.name), exit_file):
+            return int(proc.name)
+    return None
 
 
 def read_exit_file(path: Path) -> ExitStatus | None:
