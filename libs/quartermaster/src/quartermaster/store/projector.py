@@ -8,14 +8,21 @@ below the stored position is skipped, so a redelivery changes nothing, and a
 restarted projector refolds the log up to its position before it writes again.
 From the log it folds only the events each message's subject may carry
 (`eventlog.envelope.admitted`), as every service does.
+
+Given a `feed` (a share of a fold the process runs anyway, `qm up`), it reads
+no log of its own once it stands where the fold stands: the fold's listener
+hands it each message already decoded. A gap (a start or retry behind the
+fold) is read from the log first; a feed queue past `FEED_LIMIT` messages (a
+database down) is dropped and the projection retries from its position.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from quartermaster.bus.errors import TransientBusError
@@ -35,6 +42,8 @@ from quartermaster.store.schema import channel, checked, create_schema
 
 log = logging.getLogger(__name__)
 
+FEED_LIMIT = 100_000  # messages a fed projector may fall behind before it lets go
+
 
 class Batch(NamedTuple):
     """One log message: its stream sequence, subject and decoded events."""
@@ -51,6 +60,15 @@ class EventLog(Protocol):
     def prefix(self) -> str: ...
     def read(self, from_seq: int = 1, until_seq: int | None = None) -> AsyncIterator[Any]: ...
     async def last_seq(self) -> int: ...
+
+
+class Feed(Protocol):
+    """A fold that hands on every message it folds: a `LogFollower` share fits."""
+
+    @property
+    def seq(self) -> int: ...
+    def listen(self, listener: Callable[[int, str, list[AnyEvent]], None]) -> None: ...
+    async def stop(self) -> None: ...
 
 
 class _Sql:
@@ -291,8 +309,15 @@ class Projector:
             self._advanced.notify_all()
         return stored
 
-    async def run(self, event_log: EventLog, *, retry_delay: float = 0.5) -> None:
-        """Rebuild, then follow the log live until cancelled.
+    async def run(
+        self,
+        event_log: EventLog,
+        *,
+        retry_delay: float = 0.5,
+        feed: Callable[[], Feed] | None = None,
+    ) -> None:
+        """Rebuild, then follow the log live until cancelled (from `feed()`, a fresh
+        share of a fold, on each try: see the module's doc).
 
         Transient failures (database, reader) are retried with backoff from where the
         projection stands; a permanent store error ends the run.
@@ -304,7 +329,10 @@ class Projector:
                     await self._flush()
                 await self.rebuild(event_log)
                 delay = retry_delay
-                await self._follow(event_log)
+                if feed is None:
+                    await self._follow(event_log)
+                else:
+                    await self._follow_fed(event_log, feed())
             except asyncio.CancelledError:
                 raise
             except PermanentStoreError:
@@ -356,6 +384,47 @@ class Projector:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reader
+
+    async def _follow_fed(self, event_log: EventLog, feed: Feed) -> None:
+        queued: collections.deque[Batch] = collections.deque()
+        woken = asyncio.Event()
+
+        def hand_on(seq: int, subject: str, events: list[AnyEvent]) -> None:
+            queued.append(Batch(seq, subject, events))
+            woken.set()
+
+        feed.listen(hand_on)  # from the fold's next message on; before it, the log
+        try:
+            reached = feed.seq
+            if self._folded < reached:
+                await self._read_gap(event_log, reached)
+            while True:
+                await woken.wait()
+                woken.clear()
+                if len(queued) > FEED_LIMIT:
+                    raise TransientStoreError(
+                        f"projection {self.name} fell {len(queued)} messages behind its feed"
+                    )
+                while queued:
+                    group = [queued.popleft() for _ in range(min(self._group, len(queued)))]
+                    await self.apply_many(group)
+        finally:
+            await feed.stop()
+
+    async def _read_gap(self, event_log: EventLog, until: int) -> None:
+        """Apply what the log holds after this projection up to `until`, in groups."""
+        prefix = event_log.prefix
+        group: list[Batch] = []
+        async with _closing(event_log.read(self._folded + 1, until)) as entries:
+            async for e in entries:
+                group.append(Batch(e.seq, e.subject, admitted(e.seq, e.subject, e.data, prefix)))
+                if len(group) >= self._group or e.seq >= until:
+                    await self.apply_many(group)
+                    group = []
+                if e.seq >= until:
+                    break
+        if group:
+            await self.apply_many(group)
 
 
 def _cancelling() -> bool:
