@@ -42,6 +42,7 @@ from quartermaster.auth import pki
 from quartermaster.bus import JetStreamLog, PermanentBusError
 from quartermaster.bus.access import NatsCredentials
 from quartermaster.bus.feed import feed_stream, feed_subject
+from quartermaster.bus.liveness import Beat, LivenessWatch, beat_subject, send_beat
 from quartermaster.core import JobStatus, State
 from quartermaster.embedded.errors import EmbeddedServerError
 from quartermaster.embedded.nats_auth import BusLayout, TlsFiles
@@ -127,6 +128,24 @@ async def test_a_publish_outside_the_users_family_is_refused(secured_bus: Secure
                     await nc.jetstream(timeout=0.25).publish(subject, FORGED)
                 await until_refused(subject, errors, times=2)
         assert await admin.last_seq() == 0, "a forged message was stored"
+
+
+async def test_a_node_agent_beats_only_on_its_own_key(secured_bus: SecuredBus) -> None:
+    """Heartbeats live in the liveness bucket: agent h1 may keep h1 alive, never h2."""
+    bus, stream = secured_bus, secured_bus.layout.stream
+    async with raw(bus, "node.h1") as (nc, errors):
+        await send_beat(nc.jetstream(), stream, Beat(host_id="h1", at=1.0))
+        with pytest.raises(nats.errors.TimeoutError):  # no ack: not stored
+            await nc.jetstream(timeout=0.25).publish(beat_subject(stream, "h2"), FORGED)
+        await until_refused(beat_subject(stream, "h2"), errors, times=1)
+    async with await bus.connect(bus.ADMIN) as admin:
+        watch = LivenessWatch(admin.nc, admin.js, stream)
+        await watch.start()
+        try:
+            await until("the bucket read", lambda: watch.ready)
+            assert watch.signs == {"h1": 1.0}
+        finally:
+            await watch.stop()
 
 
 async def test_a_user_reads_only_its_own_replies(secured_bus: SecuredBus) -> None:

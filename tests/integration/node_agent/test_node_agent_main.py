@@ -9,7 +9,7 @@ import sys
 
 from node_agent_harness import Cluster
 
-from quartermaster import events as ev
+from quartermaster.bus.liveness import LivenessWatch
 from quartermaster.embedded import EmbeddedNats
 
 
@@ -30,13 +30,13 @@ async def test_the_agent_process_registers_and_stops_cleanly_on_sigterm(
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "qm_node_agent", env=env, stderr=asyncio.subprocess.PIPE
     )
+    watch = LivenessWatch(cluster.log.nc, cluster.log.js, cluster.log.stream)
+    await watch.start()
     try:
         await cluster.until_host("proc-1")
-        await cluster.until(
-            "a heartbeat",
-            lambda: any(isinstance(e, ev.HostHeartbeat) for _, e in cluster.reports),
-        )
+        await cluster.until("a heartbeat", lambda: watch.last_beat("proc-1") is not None)
     finally:
+        await watch.stop()
         proc.send_signal(signal.SIGTERM)
         _, stderr = await asyncio.wait_for(proc.communicate(), 10)
     assert proc.returncode == 0, stderr.decode()

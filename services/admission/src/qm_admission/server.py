@@ -39,6 +39,7 @@ from qm_admission.writer import RequestWriter
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.api.qm.v1 import quartermaster_pb2_grpc as rpc
 from quartermaster.bus import JetStreamLog
+from quartermaster.bus.liveness import LivenessWatch
 from quartermaster.eventlog import LogFollower
 from quartermaster.metrics import RpcMetrics
 
@@ -82,6 +83,8 @@ async def create_server(
     """
     writer = RequestWriter(event_log, follower, catch_up_timeout=settings.read_timeout_seconds)
     hub = JobWatchHub(follower)
+    liveness = LivenessWatch(event_log.nc, event_log.js, event_log.stream)
+    await liveness.start()
     backends = Backends(
         settings=settings,
         writer=writer,
@@ -89,6 +92,7 @@ async def create_server(
         consistency=Consistency(writer, follower, projector, settings.read_timeout_seconds),
         read_model=read_model,
         hub=hub,
+        liveness=liveness,
     )
     # The request screen stays last (innermost): it checks each request before its servicer.
     screen = request_screen(settings.page_token_secret)
@@ -129,6 +133,7 @@ async def create_server(
     async def drain() -> None:
         await health_servicer.enter_graceful_shutdown()
         hub.close()
+        await liveness.stop()
 
     _drainers[server] = drain
     return server, port

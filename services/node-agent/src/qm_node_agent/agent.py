@@ -35,6 +35,7 @@ from qm_node_agent.settings import NodeSettings, RuntimeKind
 from qm_node_agent.view_starts import ViewStarts
 from quartermaster import events as ev
 from quartermaster.bus import BusError, JetStreamLog
+from quartermaster.bus.liveness import Beat, send_beat
 from quartermaster.core import HostStatus, Job, State
 from quartermaster.eventlog import LogFollower
 from quartermaster.eventlog.host_reader import HostFeedFollower
@@ -165,7 +166,7 @@ class NodeAgent:
             stack.push_async_callback(logs.unsubscribe)
             async with asyncio.TaskGroup() as group:
                 self._group = group
-                self._spawn(self._heartbeats(), "heartbeats")
+                self._spawn(self._heartbeats(event_log), "heartbeats")
                 self._spawn(self._prune_logs(), "prune logs")
                 self._spawn(self._trim_live_logs(), "trim live logs")
                 self._adopt_all()
@@ -235,15 +236,16 @@ class NodeAgent:
         await self._reporter.append(event, f"{self.host_id}:registered:{event.at:.6f}")
         log.info("host=%s registered (%s)", self.host_id, self.settings.instance_type)
 
-    async def _heartbeats(self) -> None:
-        assert self._reporter is not None
+    async def _heartbeats(self, event_log: JetStreamLog) -> None:
+        """Beats go to the liveness bucket, not the log (`bus.liveness`): the newest
+        one replaces the last, so they cost the log nothing."""
         while not self._stopping.is_set():
-            await asyncio.sleep(self.settings.heartbeat_seconds)
-            event = ev.HostHeartbeat(at=self._clock(), host_id=self.host_id)
+            beat = Beat(host_id=self.host_id, at=self._clock())
             try:
-                await self._reporter.append(event, f"{self.host_id}:heartbeat:{event.at:.6f}")
+                await send_beat(event_log.js, event_log.stream, beat)
             except BusError as err:  # the next one may be stored: one line, no traceback
                 log.warning("host=%s heartbeat not stored (%s)", self.host_id, err)
+            await asyncio.sleep(self.settings.heartbeat_seconds)
 
     async def _prune_logs(self) -> None:
         """Delete kept job logs past their retention (checked every minute at most)."""

@@ -21,6 +21,7 @@ from qm_scheduler.settings import SchedulerSettings
 from qm_scheduler.snapshots import SnapshotStore
 from qm_scheduler.tracing import PassSpans
 from quartermaster.bus import BusError, FencedAppendError, JetStreamLog, TransientBusError
+from quartermaster.bus.liveness import LivenessWatch
 from quartermaster.core import PassPolicy, decide
 from quartermaster.core.incremental import PassMemo
 from quartermaster.core.snapshot import take
@@ -45,6 +46,7 @@ class Scheduler:
         self.policy = PassPolicy(heartbeat_timeout_seconds=settings.heartbeat_timeout_seconds)
         self.follower: LogFollower | None = None
         self.relay: HostRelay | None = None  # each host's view, for its node agent
+        self.liveness: LivenessWatch | None = None  # hosts' heartbeats (not in the log)
         self.leadership: Leadership | None = None
         self.snapshots: SnapshotStore | None = None
         self._dirty = asyncio.Event()
@@ -72,6 +74,8 @@ class Scheduler:
         self.follower.state.retention_seconds = retention if retention > 0 else None
         self.follower.listen(self._on_batch)
         relay = self.relay = HostRelay(self.follower, active=self._leads_hosts)
+        self.liveness = LivenessWatch(self.log.nc, self.log.js, self.log.stream)
+        self.liveness.on_ready(self._dirty.set)  # losses may be judged from now on
         loop = asyncio.get_running_loop()
 
         def wake() -> None:  # called from the lease thread
@@ -88,6 +92,7 @@ class Scheduler:
         await asyncio.to_thread(self.leadership.start)
         await self.follower.start()
         await self.relay.start()
+        await self.liveness.start()
 
     async def run(self) -> None:
         """Start, then decide for the queues it leads until cancelled."""
@@ -102,6 +107,8 @@ class Scheduler:
             await asyncio.to_thread(self.leadership.stop)  # releases: standbys take over
         if self.relay is not None:
             await self.relay.stop()
+        if self.liveness is not None:
+            await self.liveness.stop()
         if self.follower is not None:
             await self.follower.stop()
 
@@ -155,17 +162,26 @@ class Scheduler:
     async def settle(self) -> int:
         """Run passes until one decides nothing for the queues this instance leads."""
         assert self.follower is not None and self.leadership is not None
+        assert self.liveness is not None
         appended = 0
         for _ in range(64):
             await self.follower.catch_up()
             state = self.follower.state
             queues = self.led_queues()
-            hosts = self.leadership.led(self._lease_key(HOSTS))
+            # No loss is judged before the hosts' heartbeats at start were read.
+            hosts = self.leadership.led(self._lease_key(HOSTS)) and self.liveness.ready
             if not queues and not hosts:
                 return appended
             started = time.perf_counter()
             started_ns = time.time_ns()
-            decisions = decide(state, self.policy, queues=queues, hosts=hosts, memo=self.memo)
+            decisions = decide(
+                state,
+                self.policy,
+                queues=queues,
+                hosts=hosts,
+                memo=self.memo,
+                liveness=self.liveness.signs,
+            )
             self.passes += 1
             self.metrics.observe_pass(time.perf_counter() - started, len(decisions))
             if not decisions:

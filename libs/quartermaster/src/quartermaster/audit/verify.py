@@ -172,7 +172,7 @@ class Verifier:
         recorded: list[ev.Event] = list(envelope.events)
         head = self.head
         if not recorded:
-            derived = self._rederive(head.state, token)
+            derived = self._rederive(head.state, token, recorded)
             note = "a decision message with no decisions"
             self._report(envelope, recorded, head.pos, derived, note)
             return
@@ -185,14 +185,14 @@ class Verifier:
         lowest = self._last_on_subject.get(envelope.subject, 0)
         tried: tuple[int, list[ev.Event]] | None = None
         if self._candidate(head, lowest, at, recorded):
-            derived = self._rederive(head.state, token)
+            derived = self._rederive(head.state, token, recorded)
             if _same(recorded, derived):
                 return
             tried = (head.pos, derived)
         trail = self.trail  # an older base: walk forward from where the trail stands
         while trail is not None and trail.pos < head.pos and trail.state.now <= at:
             if self._candidate(trail, lowest, at, recorded):
-                derived = self._rederive(trail.state, token)
+                derived = self._rederive(trail.state, token, recorded)
                 if _same(recorded, derived):
                     self.report.raced += 1
                     return
@@ -201,7 +201,8 @@ class Verifier:
             trail.fold_next()
         if tried is None:
             note = "no position before it has the decisions' time"
-            self._report(envelope, recorded, head.pos, self._rederive(head.state, token), note)
+            derived = self._rederive(head.state, token, recorded)
+            self._report(envelope, recorded, head.pos, derived, note)
         else:
             self._report(envelope, recorded, *tried, note="")
 
@@ -214,12 +215,13 @@ class Verifier:
             and self._plausible(replica.state, recorded)
         )
 
-    def _rederive(self, state: State, token: str) -> list[ev.Event]:
+    def _rederive(self, state: State, token: str, recorded: list[ev.Event]) -> list[ev.Event]:
         """The pass on `state`, limited to what subject `token` carries."""
         self.report.passes += 1
         policy = self._policy()
         if token == HOSTS_TOKEN:
-            decided = decide(state, policy, queues=frozenset(), hosts=True)
+            liveness = claimed_liveness(state, recorded)
+            decided = decide(state, policy, queues=frozenset(), hosts=True, liveness=liveness)
             return [d for d in decided if isinstance(d, ev.HostLost)]
         queue = self._queue_for(state, token)
         if queue is None:
@@ -290,6 +292,25 @@ class Verifier:
                 der = derived[j1 + k] if j1 + k < j2 else None
                 index = i1 + k if rec is not None else None
                 out.append(Difference(envelope.seq, envelope.subject, index, rec, der, base, note))
+
+
+def claimed_liveness(state: State, recorded: Iterable[ev.Event]) -> dict[str, float]:
+    """The liveness a host-loss message was judged on, as far as the log can tell.
+
+    Heartbeats are not in the log (a KV bucket holds them), so a loss is checked
+    against what it records: its host silent since `last_heartbeat_at`, every other
+    host alive now. The pass then re-judges that claim with the log's own signs of
+    life (a registration after the claimed instant refutes it) and the timeout.
+    """
+    liveness = dict.fromkeys(state.hosts, state.now)
+    for d in recorded:
+        if not isinstance(d, ev.HostLost):
+            continue
+        if d.last_heartbeat_at is None:  # a log from before losses said: its own heartbeats
+            liveness.pop(d.host_id, None)
+        else:
+            liveness[d.host_id] = d.last_heartbeat_at
+    return liveness
 
 
 def recorded_heartbeat_timeout(decisions: Iterable[ev.Event]) -> float | None:

@@ -38,6 +38,7 @@ from quartermaster.bus.errors import (
     TransientBusError,
 )
 from quartermaster.bus.feed import delete_feed_stream, ensure_feed_stream
+from quartermaster.bus.liveness import delete_liveness_bucket, ensure_liveness_bucket
 from quartermaster.bus.puback import (
     WRONG_LAST_MSG_ID,
     WRONG_LAST_SEQUENCE,
@@ -221,6 +222,7 @@ class JetStreamLog:
         except NATS_FAILURES as err:
             raise bus_error(err, f"create stream {self._stream}") from err
         await ensure_feed_stream(self._js, self._stream, self._prefix, replicas)
+        await ensure_liveness_bucket(self._js, self._stream, replicas)
 
     async def append(
         self,
@@ -369,6 +371,7 @@ class JetStreamLog:
 
     async def delete_stream(self) -> None:
         await delete_feed_stream(self._js, self._stream)
+        await delete_liveness_bucket(self._js, self._stream)
         try:
             await self._js.delete_stream(self._stream)
         except nats.js.errors.NotFoundError:

@@ -7,6 +7,7 @@ decisions until a pass decides nothing: what a user sees as "after the pass".
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from quartermaster import events as ev
@@ -35,6 +36,7 @@ def decide(
     queues: frozenset[str] | None = None,
     hosts: bool = True,
     memo: PassMemo | None = None,
+    liveness: Mapping[str, float] | None = None,
 ) -> list[ev.Event]:
     """The decisions for this instant of the log. Pure: the state is not changed.
 
@@ -42,8 +44,11 @@ def decide(
     (None: all); `hosts` says whether it also judges host liveness. With a `memo`
     (kept by the caller from pass to pass) the unit passes whose inputs did not
     change since they last decided nothing are skipped: the same decisions, sooner.
+    `liveness` maps hosts to their newest heartbeat instant from outside the log
+    (heartbeats are not logged): a host counts as silent from the newer of that and
+    the log's own signs of life, and a loss records the instant it was judged on.
     """
-    settled = settle_decisions(state, policy.heartbeat_timeout_seconds, queues, hosts)
+    settled = settle_decisions(state, policy.heartbeat_timeout_seconds, queues, hosts, liveness)
     if settled:
         return settled
     out: list[ev.Event] = []

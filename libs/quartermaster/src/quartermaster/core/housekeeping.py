@@ -9,6 +9,8 @@ settled state. Each decision names its rule and inputs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from quartermaster import events as ev
 from quartermaster.core import retry, warm_pools
 from quartermaster.core.model import HostStatus, Job, WarmPool
@@ -17,8 +19,15 @@ from quartermaster.events import Rule
 
 
 def settle_decisions(
-    state: State, heartbeat_timeout: float | None, queues: frozenset[str] | None, hosts: bool
+    state: State,
+    heartbeat_timeout: float | None,
+    queues: frozenset[str] | None,
+    hosts: bool,
+    liveness: Mapping[str, float] | None = None,
 ) -> list[ev.Event]:
+    """`liveness`: each host's newest heartbeat instant known outside the log (the
+    liveness bucket), an input like a request; the log's own signs of life
+    (registration, heartbeats of older logs) count too."""
     now = state.now
 
     def mine(queue: str) -> bool:
@@ -57,13 +66,18 @@ def settle_decisions(
     if hosts and heartbeat_timeout is not None:
         for host_id in sorted(state.hosts):
             host = state.hosts[host_id]
-            if host.status is HostStatus.HEALTHY and host.last_heartbeat + heartbeat_timeout < now:
+            if host.status is not HostStatus.HEALTHY:
+                continue
+            last = host.last_heartbeat
+            if liveness is not None:
+                last = max(last, liveness.get(host_id, last))
+            if last + heartbeat_timeout < now:
                 out.append(
                     ev.HostLost(
                         at=now,
                         host_id=host_id,
                         reason=f"no heartbeat for {heartbeat_timeout:g} s",
-                        last_heartbeat_at=host.last_heartbeat,
+                        last_heartbeat_at=last,
                         heartbeat_timeout_seconds=heartbeat_timeout,
                     )
                 )

@@ -9,6 +9,9 @@ own subject family:
 - admission: `<p>.requests`; the scheduler: `<p>.decisions.*` plus its lease (KV)
   and snapshot (object store) buckets; the warm-pool service: `<p>.timers`;
   node agent X: `<p>.reports.X`; the auditor: nothing.
+- Heartbeats live in a KV bucket, not the log (`bus.liveness`): node agent X may
+  publish on its own key `$KV.<stream>_LIVENESS.X` only; the scheduler and
+  admission read the bucket with an ordered consumer.
 - Job logs travel by request/reply outside the stream (`bus.joblogs`): admission
   may publish requests to `<p>_logs.*`; node agent X may subscribe on
   `<p>_logs.X` only and answer what it receives (`allow_responses`: one reply
@@ -45,6 +48,7 @@ import msgspec
 from quartermaster.bus.access import NatsCredentials
 from quartermaster.bus.feed import feed_stream, feed_subject, feed_subjects
 from quartermaster.bus.joblogs import logs_subject, logs_subjects
+from quartermaster.bus.liveness import beat_subject, liveness_stream
 from quartermaster.core.provenance import token
 from quartermaster.embedded.nats_server import MAX_PAYLOAD_BYTES
 
@@ -154,6 +158,15 @@ def _scheduler_buckets(layout: BusLayout) -> list[str]:
     ]
 
 
+def _liveness_reader(layout: BusLayout) -> list[str]:
+    """An ordered reader of the liveness bucket (each host's newest heartbeat)."""
+    kv = liveness_stream(layout.stream)
+    return [
+        *_api(f"CONSUMER.CREATE.{kv}", f"CONSUMER.INFO.{kv}.*", f"CONSUMER.DELETE.{kv}.*"),
+        f"$JS.FC.{kv}.>",
+    ]
+
+
 def _feed_reader(layout: BusLayout, host: str) -> list[str]:
     """Node agent X reads its host's views only: no consumer on the log, and consumers
     on the feed only with X's subject as filter (named consumers carry the filter in
@@ -192,13 +205,17 @@ def permissions(role: Role, layout: BusLayout, host: str | None = None) -> Permi
         return None
     if role is Role.NODE:
         assert host is not None
-        publish = [*own_subjects(role, layout, host), *_feed_reader(layout, host)]
+        publish = [
+            *own_subjects(role, layout, host),
+            *_feed_reader(layout, host),
+            beat_subject(layout.stream, host),
+        ]
     else:
         publish = [*own_subjects(role, layout, host), *_log_reader(layout)]
     if role is Role.SCHEDULER:
-        publish += _scheduler_buckets(layout)
+        publish += [*_scheduler_buckets(layout), *_liveness_reader(layout)]
     if role is Role.ADMISSION:
-        publish.append(logs_subjects(layout.subject_prefix))
+        publish += [logs_subjects(layout.subject_prefix), *_liveness_reader(layout)]
     inbox = NatsCredentials(user=user_name(role, host)).inbox_prefix()
     subscribe = [f"{inbox}.>"]
     if role is Role.NODE:

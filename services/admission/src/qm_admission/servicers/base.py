@@ -12,6 +12,7 @@ from qm_admission.ports import ReadModelPort
 from qm_admission.settings import Settings
 from qm_admission.watch import JobWatchHub
 from qm_admission.writer import Plan, RequestWriter, Written
+from quartermaster.bus.liveness import LivenessWatch
 from quartermaster.core import State
 from quartermaster.eventlog import LogFollower
 from quartermaster.events import Event
@@ -26,6 +27,7 @@ class Backends(msgspec.Struct, frozen=True, kw_only=True):
     consistency: Consistency
     read_model: ReadModelPort
     hub: JobWatchHub
+    liveness: LivenessWatch | None = None  # hosts' heartbeats (a KV bucket, not the log)
 
 
 async def write(backends: Backends, context: Any, validate: Validator) -> Written[None]:

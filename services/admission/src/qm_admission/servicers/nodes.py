@@ -21,7 +21,7 @@ class Nodes(rpc.NodesServicer):
         query = queries.list_nodes(request, state)
         await self._b.consistency.projected(context)
         docs = await self._b.read_model.list_hosts(query.service_environment, query.state)
-        nodes = [parse(d, pb.NodeSummary()) for d in docs]
+        nodes = [self._last_beat(parse(d, pb.NodeSummary())) for d in docs]
         items, token = page(nodes, request.max_results, request.next_token)
         return pb.ListNodesResponse(nodes=items, next_token=token)
 
@@ -31,7 +31,8 @@ class Nodes(rpc.NodesServicer):
         )
         await self._b.follower.wait_for(written.seq, self._b.settings.read_timeout_seconds)
         state = self._b.follower.state
-        return pb.DrainNodeResponse(node=node_summary(state, state.hosts[request.host_id]))
+        node = node_summary(state, state.hosts[request.host_id])
+        return pb.DrainNodeResponse(node=self._last_beat(node))
 
     async def UndrainNode(
         self, request: pb.UndrainNodeRequest, context: Any
@@ -41,4 +42,13 @@ class Nodes(rpc.NodesServicer):
         )
         await self._b.follower.wait_for(written.seq, self._b.settings.read_timeout_seconds)
         state = self._b.follower.state
-        return pb.UndrainNodeResponse(node=node_summary(state, state.hosts[request.host_id]))
+        node = node_summary(state, state.hosts[request.host_id])
+        return pb.UndrainNodeResponse(node=self._last_beat(node))
+
+    def _last_beat(self, node: pb.NodeSummary) -> pb.NodeSummary:
+        """The newer of the log's sign of life (registration) and the host's newest
+        heartbeat in the liveness bucket (heartbeats are not in the log)."""
+        beat = None if self._b.liveness is None else self._b.liveness.last_beat(node.host_id)
+        if beat is not None:
+            node.last_heartbeat_at = max(node.last_heartbeat_at, round(beat * 1000))
+        return node

@@ -1,0 +1,71 @@
+"""Host liveness from the liveness bucket: the scheduler judges losses on heartbeats that
+never enter the log, records what it judged on, and the auditor's verify agrees."""
+
+from __future__ import annotations
+
+import asyncio
+
+from test_scheduler_service import running, seed, settings, until
+
+from qm_scheduler.service import Scheduler
+from quartermaster import events as ev
+from quartermaster.audit.stream import read_range
+from quartermaster.audit.verify import verify
+from quartermaster.bus import JetStreamLog
+from quartermaster.bus.liveness import Beat, LivenessWatch, send_beat
+from quartermaster.core.model import HostStatus
+from quartermaster.eventlog import LogFollower, encode_batch, subjects
+
+TIMEOUT = 10.0
+
+
+async def tick(log: JetStreamLog, at: float) -> None:
+    await log.append(subjects.timers(log.prefix), encode_batch([ev.ClockTicked(at=at)]))
+
+
+async def test_a_silent_host_is_lost_and_a_beating_one_is_not(jetstream_log: JetStreamLog) -> None:
+    await seed(jetstream_log, hosts=2)  # h0 and h1 register at t=1
+    await send_beat(jetstream_log.js, jetstream_log.stream, Beat(host_id="h0", at=20.0))
+    watcher = LogFollower(jetstream_log)
+    await watcher.start()
+    scheduler = Scheduler(settings("s1", heartbeat_timeout_seconds=TIMEOUT), jetstream_log)
+    try:
+        async with running(scheduler):
+            await until(lambda: scheduler.liveness is not None and scheduler.liveness.ready)
+            await tick(jetstream_log, 15.0)  # h1 silent since 1, h0 beat at 20
+            await until(lambda: watcher.state.hosts["h1"].status is HostStatus.LOST)
+            await asyncio.sleep(0.3)  # a pass had its chance to (wrongly) lose h0 too
+            assert watcher.state.hosts["h0"].status is HostStatus.HEALTHY
+
+            await tick(jetstream_log, 35.0)  # h0's beat at 20 is older than the timeout
+            await until(lambda: watcher.state.hosts["h0"].status is HostStatus.LOST)
+        last = await jetstream_log.last_seq()
+        await watcher.wait_for(last)
+    finally:
+        await watcher.stop()
+
+    envelopes = [e async for e in read_range(jetstream_log)]
+    losses = {e.host_id: e for env in envelopes for e in env.events if isinstance(e, ev.HostLost)}
+    assert losses["h1"].last_heartbeat_at == 1 and losses["h1"].at == 15.0
+    assert losses["h0"].last_heartbeat_at == 20.0 and losses["h0"].at == 35.0
+    assert not any(isinstance(e, ev.HostHeartbeat) for env in envelopes for e in env.events)
+    report = verify(envelopes)
+    assert report.ok, report.differences
+    assert report.heartbeat_timeout_seconds == TIMEOUT
+
+
+async def test_the_watch_ignores_a_beat_claiming_another_host(jetstream_log: JetStreamLog) -> None:
+    # Agent h1 may write key h1 only; a value naming h0 there must not keep h0 alive.
+    bucket_key = f"$KV.{jetstream_log.stream}_LIVENESS.h1"
+    await jetstream_log.js.publish(bucket_key, b'{"host_id":"h0","at":99.0}')
+    await send_beat(jetstream_log.js, jetstream_log.stream, Beat(host_id="h2", at=5.0))
+    watch = LivenessWatch(jetstream_log.nc, jetstream_log.js, jetstream_log.stream)
+    await watch.start()
+    try:
+        await until(lambda: watch.ready)
+        assert watch.last_beat("h2") == 5.0
+        assert watch.last_beat("h0") is None
+        await send_beat(jetstream_log.js, jetstream_log.stream, Beat(host_id="h2", at=7.0))
+        await until(lambda: watch.last_beat("h2") == 7.0)
+    finally:
+        await watch.stop()
