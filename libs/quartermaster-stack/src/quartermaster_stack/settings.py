@@ -35,6 +35,9 @@ class StackSettings(msgspec.Struct, frozen=True, kw_only=True):
     pg_schema: str = "qm"
     # Secured by default: TLS gRPC, bearer tokens, NATS users (`qm up --insecure`: none).
     secure: bool = True
+    # One fold of the log for the scheduler, warm pool, admission and projector of the
+    # process (False: each folds it on its own, as when run apart; benchmarks compare).
+    shared_fold: bool = True
     # Prometheus /metrics of every service in the process (None: off; 0: any free port).
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"

@@ -5,6 +5,13 @@ Embedded servers keep their data under `data_dir`, and host ids are stable, so
 the jobs and the node agents' attempt records are all still there. Each
 service can also be restarted on its own (`restart("scheduler")`), which the
 end-to-end tests use to prove that no restart loses or duplicates a job.
+
+The services of the process share one fold of the log (`settings.shared_fold`):
+the stack runs one `LogFollower` on a connection of its own, and the scheduler,
+the warm pool, admission and the projector each get a share of it (their own
+listeners and connection, one reader and one decode of every message). The
+fold outlives the restart of any part; the projector keeps its own state, so
+its tables still move only with its committed position.
 """
 
 from __future__ import annotations
@@ -95,6 +102,8 @@ class Stack:
         self.metrics_server: MetricsServer | None = None
         self._logs: dict[str, JetStreamLog] = {}  # part -> its open connection
         self._positions: dict[str, Callable[[], int]] = {}  # log consumer -> applied seq
+        self.fold: LogFollower | None = None  # the process's one fold (None: each its own)
+        self._fold_log: JetStreamLog | None = None
 
     @property
     def address(self) -> str:
@@ -141,9 +150,14 @@ class Stack:
             self._postgres = await asyncio.to_thread(postgres.start)
             self.postgres_url = await postgres.create_database("quartermaster")
         self._pool = await asyncpg.create_pool(self.postgres_url, min_size=1, max_size=16)
+        if self.settings.shared_fold:
+            self._fold_log = await self._connect("fold", as_part="admission")
+            self.fold = LogFollower(self._fold_log)
         await self.start_part("scheduler")
         await self.start_part("warmpool")
         await self.start_part("admission")
+        if self.fold is not None:  # once admission's watch hub listens: it sees all
+            await self.fold.start()
         for host in self.host_ids():
             await self.start_part(host)
         await self.wait_healthy()
@@ -151,6 +165,13 @@ class Stack:
     async def stop(self) -> None:
         for name in reversed(list(self._stoppers)):
             await self.stop_part(name)
+        if self.fold is not None:
+            await self.fold.stop()
+            self.fold = None
+        if self._fold_log is not None:
+            self._logs.pop("fold", None)
+            await self._fold_log.close()
+            self._fold_log = None
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
@@ -297,13 +318,14 @@ class Stack:
             "nats_tls_key": creds.tls_key,
         }
 
-    async def _connect(self, part: str) -> JetStreamLog:
+    async def _connect(self, part: str, as_part: str | None = None) -> JetStreamLog:
+        """Part `part`'s connection, as `as_part` on the bus (default: itself)."""
         self._logs[part] = event_log = await JetStreamLog.connect(
             self.nats_url,
             self.settings.stream,
             self.settings.subject_prefix,
             connection_name=f"qm-{part}",
-            credentials=self.nats_credentials(part),
+            credentials=self.nats_credentials(as_part or part),
             create_stream=self.nats_passwords is None,  # else made by the bootstrap
         )
         return event_log
@@ -340,7 +362,9 @@ class Stack:
             **self._bus_fields("scheduler"),
         )
         event_log = await self._connect("scheduler")
-        scheduler = Scheduler(settings, event_log, self.scheduler_metrics)
+        scheduler = Scheduler(
+            settings, event_log, self.scheduler_metrics, shared=self._share(event_log)
+        )
         self.parts["scheduler"] = scheduler
         self._positions["scheduler"] = lambda: (
             0 if scheduler.follower is None else scheduler.follower.seq
@@ -352,7 +376,7 @@ class Stack:
         settings = WarmPoolSettings(
             tick_seconds=self.settings.tick_seconds, **self._bus_fields("warmpool")
         )
-        service = WarmPoolService(settings, event_log)
+        service = WarmPoolService(settings, event_log, self._share(event_log))
         self.parts["warmpool"] = service
         self._positions["warmpool"] = lambda: service.follower.seq
         return self._task("warmpool", service.run(), event_log)
@@ -362,7 +386,7 @@ class Stack:
         projector = Projector(self._pool, self.settings.pg_schema)
         await projector.prepare()
         read_model = ReadModel(self._pool, self.settings.pg_schema)
-        follower = LogFollower(event_log)
+        follower = self._share(event_log) or LogFollower(event_log)
         settings = AdmissionSettings(
             grpc_host="127.0.0.1",
             grpc_port=self.port,
@@ -377,7 +401,8 @@ class Stack:
         self._positions["admission"] = lambda: follower.seq
         self._positions["projector"] = lambda: projector.seq
         await follower.start()
-        projecting = self._task("projector", projector.run(event_log), event_log)
+        feed = None if self.fold is None else self.fold.share
+        projecting = self._task("projector", projector.run(event_log, feed=feed), event_log)
         self.parts["admission"] = server
 
         async def stop() -> None:
@@ -410,6 +435,10 @@ class Stack:
         self.parts[host] = agent
         self._positions[host] = lambda: agent.log_position
         return self._task(host, agent.run(), event_log, before=agent.stop)
+
+    def _share(self, event_log: JetStreamLog) -> LogFollower | None:
+        """A share of the process's fold on `event_log` (None: no shared fold)."""
+        return None if self.fold is None else self.fold.share(event_log)
 
     def _admission_security(self) -> dict[str, Any]:
         creds = self.credentials

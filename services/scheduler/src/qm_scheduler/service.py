@@ -39,8 +39,12 @@ class Scheduler:
         settings: SchedulerSettings,
         event_log: JetStreamLog,
         metrics: SchedulerMetrics | None = None,
+        shared: LogFollower | None = None,
     ) -> None:
+        """`shared`: a share of the fold of its process (`qm up`), which its owner runs
+        (no snapshot is restored into it, and it keeps every job: no retention)."""
         self.settings = settings
+        self._shared = shared
         self.metrics = SchedulerMetrics() if metrics is None else metrics
         self.log = event_log
         self.policy = PassPolicy(heartbeat_timeout_seconds=settings.heartbeat_timeout_seconds)
@@ -61,17 +65,7 @@ class Scheduler:
         self.snapshots = await SnapshotStore.open(
             self.log, self.settings.snapshot_bucket, replicas=self.settings.stream_replicas
         )
-        restored = await self.snapshots.load_state()
-        self.follower = LogFollower(self.log)
-        if restored is not None:
-            self.follower.state, self.follower.seq = restored
-            log.info(
-                "restored snapshot at seq=%d", self.follower.seq, extra={"seq": self.follower.seq}
-            )
-            gc.collect()
-            gc.freeze()  # the restored state is long-lived: keep full collections off it
-        retention = self.settings.terminal_retention_seconds
-        self.follower.state.retention_seconds = retention if retention > 0 else None
+        self.follower = self._shared or await self._own_follower()
         self.follower.listen(self._on_batch)
         relay = self.relay = HostRelay(self.follower, active=self._leads_hosts)
         self.liveness = LivenessWatch(self.log.nc, self.log.js, self.log.stream)
@@ -93,6 +87,20 @@ class Scheduler:
         await self.follower.start()
         await self.relay.start()
         await self.liveness.start()
+
+    async def _own_follower(self) -> LogFollower:
+        """A follower of its own, from the newest snapshot, forgetting ended jobs."""
+        assert self.snapshots is not None
+        restored = await self.snapshots.load_state()
+        follower = LogFollower(self.log)
+        if restored is not None:
+            follower.state, follower.seq = restored
+            log.info("restored snapshot at seq=%d", follower.seq, extra={"seq": follower.seq})
+            gc.collect()
+            gc.freeze()  # the restored state is long-lived: keep full collections off it
+        retention = self.settings.terminal_retention_seconds
+        follower.state.retention_seconds = retention if retention > 0 else None
+        return follower
 
     async def run(self) -> None:
         """Start, then decide for the queues it leads until cancelled."""

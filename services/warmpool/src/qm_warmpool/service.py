@@ -22,10 +22,15 @@ log = logging.getLogger("qm.warmpool")
 
 
 class WarmPoolService:
-    def __init__(self, settings: WarmPoolSettings, event_log: JetStreamLog) -> None:
+    def __init__(
+        self,
+        settings: WarmPoolSettings,
+        event_log: JetStreamLog,
+        follower: LogFollower | None = None,  # a share of the process's fold (`qm up`)
+    ) -> None:
         self.settings = settings
         self.log = event_log
-        self.follower = LogFollower(event_log)
+        self.follower = LogFollower(event_log) if follower is None else follower
         self._changed = asyncio.Event()
         self.ticks = 0
 
