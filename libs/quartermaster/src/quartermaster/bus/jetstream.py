@@ -66,6 +66,7 @@ class LogEntry(NamedTuple):
     subject: str
     data: bytes
     headers: Mapping[str, str]
+    num_pending: int = 0  # what the server still had for the reader when it sent this
 
 
 class JetStreamLog:
@@ -352,7 +353,9 @@ class JetStreamLog:
                         return
                     continue
                 last_seen = entry.seq
-                yield LogEntry(entry.seq, entry.subject, entry.data, entry.headers)
+                yield LogEntry(
+                    entry.seq, entry.subject, entry.data, entry.headers, entry.num_pending
+                )
                 if until_seq is not None and (
                     entry.seq >= until_seq
                     or (entry.num_pending == 0 and await self.last_seq() >= until_seq)

@@ -42,6 +42,9 @@ class _Fold:
         self.traces = JobTraces()
         self.listeners: list[Listener] = []
         self.advanced = asyncio.Condition()
+        # What the server still had for the reader when it sent the newest folded
+        # message (None: unknown, e.g. nothing read yet or the reader was lost).
+        self.pending: int | None = None
 
 
 class LogFollower:
@@ -119,10 +122,13 @@ class LogFollower:
         while True:
             try:
                 async for entry in self.log.read(from_seq=self.seq + 1):
+                    self._fold.pending = entry.num_pending
                     await self._apply(entry.seq, entry.subject, entry.data, entry.headers)
             except asyncio.CancelledError:
+                self._fold.pending = None
                 raise
             except (TransientBusError, TimeoutError, ConnectionError) as err:  # routine
+                self._fold.pending = None
                 log.warning(
                     "log follower lost its reader at seq %d (%s); resuming",
                     self.seq,
@@ -130,6 +136,7 @@ class LogFollower:
                 )
                 await asyncio.sleep(0.5)
             except Exception:  # the reader died otherwise: resume after a pause
+                self._fold.pending = None
                 log.exception(
                     "log follower lost its reader at seq %d; resuming",
                     self.seq,
@@ -172,3 +179,17 @@ class LogFollower:
         target = await self.log.last_seq()
         await self.wait_for(target, timeout)
         return target
+
+    @property
+    def pushed_current(self) -> bool:
+        """The newest folded message was the last the server had for this reader when it
+        sent it: anything newer is on its way and will be folded and heard of. Enough
+        for a reader that acts on every change anyway (the scheduler's pass, whose
+        appends are fenced), not for read-your-writes (that is `catch_up`)."""
+        return self._fold.pending == 0
+
+    async def fresh(self, timeout: float | None = 10.0) -> int:
+        """`catch_up`, without the round trip when `pushed_current`; returns `seq`."""
+        if not self.pushed_current:
+            await self.catch_up(timeout)
+        return self.seq
