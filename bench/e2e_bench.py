@@ -11,14 +11,22 @@ the grace period is not part of the figure). Asserts nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import statistics
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import NamedTuple
 
+from qm_node_agent.agent import NodeAgent
+from quartermaster import events as ev
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.client import Quartermaster, TrainingQueue, training_job
+from quartermaster.client.connection import QuartermasterError
 from quartermaster_stack.settings import StackSettings
 from quartermaster_stack.thread import StackThread
 
@@ -39,16 +47,132 @@ def wait_status(c: Quartermaster, job_id: str, status: int, timeout: float = 60)
     raise TimeoutError(job_id)
 
 
+class Seen(NamedTuple):
+    perf: float  # time.perf_counter() when the watch got the change
+    wall: float  # time.time() then
+
+
+class QueueWatch:
+    """One watch on a queue, opened before the jobs are submitted: a watch opened after
+    the submit starts from the job's state then, and a short job may be past RUNNING."""
+
+    def __init__(self, stack: StackThread, queue: str) -> None:
+        self._seen: dict[tuple[str, int], Seen] = {}
+        self._changed = threading.Condition()
+        self._client = Quartermaster(stack.address, credentials_dir=stack.credentials_dir)
+        threading.Thread(target=self._follow, args=(queue,), daemon=True).start()
+        time.sleep(0.5)  # subscribed (changes from then on)
+
+    def _follow(self, queue: str) -> None:
+        with contextlib.suppress(QuartermasterError):  # the channel closes at the end
+            for change in self._client.watch(job_queue=queue, timeout=3600):
+                seen = Seen(time.perf_counter(), time.time())
+                with self._changed:
+                    self._seen.setdefault((change.job_id, change.status), seen)
+                    self._changed.notify_all()
+
+    def wait(self, job_id: str, status: int, timeout: float = 60) -> Seen:
+        with self._changed:
+            if not self._changed.wait_for(lambda: (job_id, status) in self._seen, timeout):
+                raise TimeoutError(job_id)
+            return self._seen[(job_id, status)]
+
+
 def pct(values: list[float], p: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(p * len(values)))]
 
 
+# Hops of one job, in order: each is the wall-clock time (time.time()) it was reached.
+HOPS = (
+    ("call", "the client calls SubmitServiceJob"),
+    ("submitted", "admission made JobSubmitted (its `at`)"),
+    ("sched_folded_submit", "the scheduler folded JobSubmitted"),
+    ("sched_folded_dispatch", "the scheduler folded its JobDispatched"),
+    ("agent_view", "the node agent applied a view holding the job"),
+    ("starting", "the agent made JobStarting (its `at`)"),
+    ("running", "the agent made JobRunning (its `at`)"),
+    ("sched_folded_running", "the scheduler folded JobRunning"),
+    ("client_running", "the client's watch saw RUNNING"),
+)
+
+
+class Hops:
+    """Per-hop timeline of each job: listeners on the scheduler's and agents' read sides.
+
+    Every part runs in this process, so one wall clock serves them all; the listeners
+    run on the stack's loop and only note a time.
+    """
+
+    def __init__(self, stack: StackThread) -> None:
+        self._marks: dict[str, dict[str, float]] = {}
+        self._ids: dict[str, str] = {}  # job name -> id
+        self._names: dict[str, str] = {}  # job id -> name
+        self._pending: dict[str, dict[str, float]] = {}  # job name -> marks before its id
+        parts = stack.stack.parts
+        parts["scheduler"].follower.listen(self._on_scheduler)
+        for part in parts.values():
+            if isinstance(part, NodeAgent) and part.read_side is not None:
+                part.read_side.listen(self._agent_listener(part))
+
+    def _mark(self, job_id: str, hop: str, at: float | None = None) -> None:
+        self._marks.setdefault(job_id, {}).setdefault(hop, time.time() if at is None else at)
+
+    def call(self, name: str) -> None:
+        self._pending[name] = {"call": time.time()}
+
+    def submitted(self, name: str, job_id: str) -> None:
+        self._ids[name] = job_id
+        self._names[job_id] = name
+        for hop, at in self._pending.pop(name, {}).items():
+            self._mark(job_id, hop, at)
+
+    def saw_running(self, job_id: str, at: float) -> None:
+        self._mark(job_id, "client_running", at)
+
+    def _on_scheduler(self, seq: int, subject: str, events: list[ev.AnyEvent]) -> None:
+        now = time.time()
+        for event in events:
+            if isinstance(event, ev.JobSubmitted):
+                self._mark(event.job_id, "submitted", event.at)
+                self._mark(event.job_id, "sched_folded_submit", now)
+            elif isinstance(event, ev.JobDispatched):
+                self._mark(event.job_id, "sched_folded_dispatch", now)
+            elif isinstance(event, ev.JobStarting):
+                self._mark(event.job_id, "starting", event.at)
+            elif isinstance(event, ev.JobRunning):
+                self._mark(event.job_id, "running", event.at)
+                self._mark(event.job_id, "sched_folded_running", now)
+
+    def _agent_listener(self, agent: NodeAgent) -> Callable[[int, str, list[ev.AnyEvent]], None]:
+        def on_view(seq: int, subject: str, events: list[ev.AnyEvent]) -> None:
+            now = time.time()
+            for job_id in agent.state.jobs:
+                self._mark(job_id, "agent_view", now)
+
+        return on_view
+
+    def print(self) -> None:
+        """Each hop's share of the path: ms since the previous hop, min/median/max."""
+        rows = [m for job_id, m in self._marks.items() if job_id in self._names]
+        complete = [m for m in rows if all(hop in m for hop, _ in HOPS)]
+        print(f"per-hop timeline (ms since the previous hop; {len(complete)} jobs):")
+        for (previous, _), (hop, what) in itertools.pairwise(HOPS):
+            gaps = [(m[hop] - m[previous]) * 1e3 for m in complete]
+            if gaps:
+                print(
+                    f"  {hop:<22} min {min(gaps):6.2f}  median {statistics.median(gaps):6.2f}"
+                    f"  max {max(gaps):6.2f}   {what}"
+                )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--latency-only", action="store_true", help="the latency case alone")
+    parser.add_argument("--rounds", type=int, default=None)
     args = parser.parse_args()
-    rounds = 10 if args.quick else 30
+    rounds = args.rounds or (10 if args.quick else 30)
     with tempfile.TemporaryDirectory() as tmp:
         settings = StackSettings(data_dir=Path(tmp), nodes=2, grpc_port=0, stop_grace_seconds=30)
         with StackThread(settings) as stack:
@@ -67,21 +191,32 @@ def main() -> None:
             bulk = TrainingQueue("bulk", c)
             cold = training_job(command=["true"], instance_type="ml.p5.48xlarge")
 
+            changes = QueueWatch(stack, "q")
             warm = queue.submit(
                 job("exit 0"), job_name="warm-up", quota_share_name="A"
             )  # first launch imports the wrapper
-            wait_status(c, warm.job_id, pb.JOB_STATUS_SUCCEEDED)
+            changes.wait(warm.job_id, pb.JOB_STATUS_SUCCEEDED)
+            hops = Hops(stack)
             latencies = []
             for i in range(rounds):
                 t0 = time.perf_counter()
+                hops.call(f"lat{i}")
                 j = queue.submit(job("exit 0"), job_name=f"lat{i}", quota_share_name="A")
-                latencies.append(wait_status(c, j.job_id, pb.JOB_STATUS_RUNNING) - t0)
-                wait_status(c, j.job_id, pb.JOB_STATUS_SUCCEEDED)
+                hops.submitted(f"lat{i}", j.job_id)
+                running = changes.wait(j.job_id, pb.JOB_STATUS_RUNNING)
+                latencies.append(running.perf - t0)
+                hops.saw_running(j.job_id, running.wall)
+                changes.wait(j.job_id, pb.JOB_STATUS_SUCCEEDED)
             print(
-                f"submit->RUNNING on an idle stack: p50 {statistics.median(latencies) * 1e3:.0f} ms"
-                f"  p90 {pct(latencies, 0.9) * 1e3:.0f} ms  max {max(latencies) * 1e3:.0f} ms"
+                f"submit->RUNNING on an idle stack: min {min(latencies) * 1e3:.1f} ms"
+                f"  p50 {statistics.median(latencies) * 1e3:.1f} ms"
+                f"  p90 {pct(latencies, 0.9) * 1e3:.1f} ms  max {max(latencies) * 1e3:.1f} ms"
                 f"  (n={rounds})"
             )
+            hops.print()
+            if args.latency_only:
+                c.close()
+                return
 
             # Throughput: jobs to a share with limit 0 stay queued (durable appends only).
             n = 200 if args.quick else 1000

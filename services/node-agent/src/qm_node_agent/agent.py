@@ -115,6 +115,11 @@ class NodeAgent:
         return self._follower.state
 
     @property
+    def read_side(self) -> LogFollower | HostFeedFollower | None:
+        """What this agent reads the log through (None before it starts): benchmarks listen."""
+        return self._follower
+
+    @property
     def ready(self) -> bool:
         return self._ready.is_set()
 
