@@ -446,7 +446,7 @@ def _host_registered(state: State, e: ev.HostRegistered) -> None:
         host.last_heartbeat = e.at
         return
     if host is not None:
-        state._free_list(host).discard(host.host_id)
+        state.not_free(host)
     host = Host(e.host_id, e.instance_type, e.gpu_count, e.service_environment, e.address)
     host.last_heartbeat = e.at
     host.drained = drained

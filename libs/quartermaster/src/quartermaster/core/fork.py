@@ -3,8 +3,8 @@
 A full copy of 100k jobs takes about a second (snapshot and restore); a dry run
 folds a submission and a few decisions. A fork shares everything with the
 original until the fold reaches for it: an entity is copied the first time it
-is looked up, an index list the first time it is taken by key (every change
-goes through `State` methods that do so). Small containers are copied at once.
+is looked up, an index list the first time the fold's changes reach it
+(`SortedIndex.fork`). Small containers are copied at once.
 Nothing done to the fork changes the original.
 """
 
@@ -15,9 +15,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from sortedcontainers import SortedList
-
 from quartermaster.core.model import Job
+from quartermaster.core.sorted_index import SortedIndex
 from quartermaster.core.state import State
 
 K = TypeVar("K")
@@ -74,13 +73,6 @@ class _CopyOnTouch(dict[K, V]):
         raise KeyError(key)
 
 
-class _IndexCopyOnTouch(_CopyOnTouch[K, SortedList]):
-    """An index: reading a list with `get` shares it (the pass only reads)."""
-
-    def get(self, key: K, default: Any = None) -> Any:
-        return dict.get(self, key, default)
-
-
 def _same(value: V) -> V:
     return value
 
@@ -95,10 +87,6 @@ def _job(job: Job) -> Job:
     return mine
 
 
-def _index(base: dict[Any, SortedList]) -> _IndexCopyOnTouch[Any]:
-    return _IndexCopyOnTouch(base, SortedList, SortedList)
-
-
 _HOW: dict[str, Callable[[Any], Any]] = {
     "now": lambda v: v,
     "seq": lambda v: v,
@@ -110,16 +98,15 @@ _HOW: dict[str, Callable[[Any], Any]] = {
     "jobs": lambda v: _CopyOnTouch(v, _job, None),
     "hosts": lambda v: _CopyOnTouch(v, copy.copy, None),
     "pools": lambda v: _CopyOnTouch(v, copy.copy, None),
-    "runnable": _index,
-    "victims": _index,
+    "runnable": SortedIndex.fork,
+    "victims": SortedIndex.fork,
     "use": lambda v: defaultdict(int, v),
     "stopping": lambda v: defaultdict(int, v),
     "env_use": lambda v: defaultdict(int, v),
-    "free_unbound": _index,
-    "free_bound": _index,
-    "available_pools": _index,
-    "deadlines": SortedList,
-    "pool_expiries": SortedList,
+    "free_unbound": SortedIndex.fork,
+    "free_bound": SortedIndex.fork,
+    "available_pools": SortedIndex.fork,
+    "timeline": SortedIndex.fork,
     "awaiting_outcome": set,
     "retained": set,
     "queue_shares": lambda v: defaultdict(dict, {q: dict(s) for q, s in v.items()}),

@@ -28,7 +28,7 @@ from quartermaster.core.model import (
     WarmPoolStatus,
 )
 from quartermaster.core.preemption import victim_order
-from quartermaster.core.state import State
+from quartermaster.core.state import DEADLINES, State
 
 FORMAT = 2
 
@@ -147,7 +147,7 @@ def _reindex(state: State) -> None:
         state.runnable[key] = SortedList(entries)
     for key, found in victims.items():
         state.victims[key] = SortedList(found)
-    state.deadlines = SortedList(deadlines)
+    state.timeline[DEADLINES] = SortedList(deadlines)
     for pool in state.pools.values():
         if pool.status is WarmPoolStatus.AVAILABLE:
             state.charge((pool.queue, pool.share, pool.unit), pool.environment, pool.count)

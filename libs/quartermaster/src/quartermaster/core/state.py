@@ -2,7 +2,9 @@
 
 The entities (config, jobs, hosts, pools) are the truth; every index below is
 derived from them and maintained incrementally by the fold, so one dispatch
-costs O(log n) in the number of queued jobs instead of a rescan.
+costs O(log n) in the number of queued jobs instead of a rescan. The sorted ones
+take the fold's changes when they are read (`core.sorted_index`): a replay pays
+nothing for the entries that come and go before anyone reads.
 """
 
 from __future__ import annotations
@@ -22,9 +24,12 @@ from quartermaster.core.model import (
     WarmPoolStatus,
 )
 from quartermaster.core.preemption import victim_order
+from quartermaster.core.sorted_index import SortedIndex
 
 ShareKey = tuple[str, str, str]  # (queue, share, unit)
 EnvUnit = tuple[str, str]  # (environment, unit)
+DEADLINES = "deadlines"  # keys of `State.timeline`
+POOL_EXPIRIES = "pool_expiries"
 
 
 class State:
@@ -41,17 +46,17 @@ class State:
         self.jobs: dict[str, Job] = {}
         self.hosts: dict[str, Host] = {}
         self.pools: dict[str, WarmPool] = {}
-        # -- derived indexes --
-        self.runnable: dict[ShareKey, SortedList] = defaultdict(SortedList)
-        self.victims: dict[ShareKey, SortedList] = defaultdict(SortedList)  # victim_order
+        # -- derived indexes (the fold's changes are applied when read: `core.sorted_index`) --
+        self.runnable: SortedIndex[ShareKey] = SortedIndex()
+        self.victims: SortedIndex[ShareKey] = SortedIndex()  # victim_order
         self.use: dict[ShareKey, int] = defaultdict(int)  # units held, per share and unit
         self.stopping: dict[ShareKey, int] = defaultdict(int)  # of `use`: stop not confirmed
         self.env_use: dict[EnvUnit, int] = defaultdict(int)
-        self.free_unbound: dict[str, SortedList] = defaultdict(SortedList)  # unit -> hosts
-        self.free_bound: dict[EnvUnit, SortedList] = defaultdict(SortedList)
-        self.available_pools: dict[EnvUnit, SortedList] = defaultdict(SortedList)
-        self.deadlines: SortedList = SortedList()  # (deadline, job_id)
-        self.pool_expiries: SortedList = SortedList()  # (expires_at, job_id)
+        self.free_unbound: SortedIndex[str] = SortedIndex()  # unit -> hosts
+        self.free_bound: SortedIndex[EnvUnit] = SortedIndex()
+        self.available_pools: SortedIndex[EnvUnit] = SortedIndex()
+        # DEADLINES: (deadline, job_id); POOL_EXPIRIES: (expires_at, job_id)
+        self.timeline: SortedIndex[str] = SortedIndex()
         self.awaiting_outcome: set[str] = set()
         self.retained: set[str] = set()
         self.queue_shares: dict[str, dict[str, Share]] = defaultdict(dict)  # queue -> name -> share
@@ -62,6 +67,26 @@ class State:
         # -- retention (`core.retention`): None keeps terminal jobs forever --
         self.retention_seconds: float | None = None
         self.next_sweep: float = 0.0
+
+    @property
+    def deadlines(self) -> SortedList:
+        return self.timeline[DEADLINES]
+
+    @property
+    def pool_expiries(self) -> SortedList:
+        return self.timeline[POOL_EXPIRIES]
+
+    def settle_indexes(self) -> None:
+        """Apply the fold's pending index changes now (every read does so anyway)."""
+        for index in (
+            self.runnable,
+            self.victims,
+            self.free_unbound,
+            self.free_bound,
+            self.available_pools,
+            self.timeline,
+        ):
+            index.settle()
 
     # ---- queries -------------------------------------------------------
     def share_key(self, job: Job) -> ShareKey:
@@ -95,6 +120,7 @@ class State:
 
     # ---- host allocation ----------------------------------------------
     def _free_list(self, host: Host) -> SortedList:
+        """The free list the host belongs on (a read: pending changes are applied)."""
         if host.environment is None:
             return self.free_unbound[host.unit]
         return self.free_bound[(host.environment, host.unit)]
@@ -104,21 +130,27 @@ class State:
         host.holder = None
         host.holder_env = None
         if host.status is HostStatus.HEALTHY:
-            self._free_list(host).add(host.host_id)
+            if host.environment is None:
+                self.free_unbound.put(host.unit, host.host_id)
+            else:
+                self.free_bound.put((host.environment, host.unit), host.host_id)
+
+    def not_free(self, host: Host) -> None:
+        """The host leaves its free list (if it is on it)."""
+        if host.environment is None:
+            self.free_unbound.drop(host.unit, host.host_id)
+        else:
+            self.free_bound.drop((host.environment, host.unit), host.host_id)
 
     def take_host(self, host_id: str, holder: str, env: str) -> None:
         host = self.hosts[host_id]
-        lst = self._free_list(host)
-        if host_id in lst:
-            lst.remove(host_id)
+        self.not_free(host)
         host.holder = holder
         host.holder_env = env
 
     def unhealthy(self, host: Host, status: HostStatus) -> None:
         if host.holder is None:
-            lst = self._free_list(host)
-            if host.host_id in lst:
-                lst.remove(host.host_id)
+            self.not_free(host)
         host.status = status
 
     def charge(self, key: ShareKey, env: str, units: int) -> None:
@@ -127,39 +159,43 @@ class State:
 
     # ---- job indexes --------------------------------------------------
     def enqueue(self, job: Job) -> None:
-        self.runnable[self.share_key(job)].add((*job.order_key(), job.job_id))
+        self.runnable.put((job.queue, job.share, job.unit), (*job.order_key(), job.job_id))
 
     def dequeue(self, job: Job) -> None:
-        self.runnable[self.share_key(job)].discard((*job.order_key(), job.job_id))
+        self.runnable.drop((job.queue, job.share, job.unit), (*job.order_key(), job.job_id))
 
     def add_victim(self, job: Job) -> None:
-        self.victims[self.share_key(job)].add(victim_order(job))  # ends with the job id
+        self.victims.put((job.queue, job.share, job.unit), victim_order(job))  # ends with the id
 
     def drop_victim(self, job: Job) -> None:
-        self.victims[self.share_key(job)].discard(victim_order(job))
+        self.victims.drop((job.queue, job.share, job.unit), victim_order(job))
 
     def set_deadline(self, job: Job) -> None:
         deadline = job.deadline()
         if deadline is not None:
-            self.deadlines.add((deadline, job.job_id))
+            self.timeline.put(DEADLINES, (deadline, job.job_id))
 
     def clear_deadline(self, job: Job) -> None:
         deadline = job.deadline()
         if deadline is not None:
-            self.deadlines.discard((deadline, job.job_id))
+            self.timeline.drop(DEADLINES, (deadline, job.job_id))
 
     # ---- warm pools ---------------------------------------------------
     def index_pool(self, pool: WarmPool) -> None:
         assert pool.expires_at is not None
-        self.available_pools[(pool.environment, pool.unit)].add((pool.expires_at, pool.job_id))
-        self.pool_expiries.add((pool.expires_at, pool.job_id))
-        self.pools_version[(pool.environment, pool.unit)] += 1
+        entry = (pool.expires_at, pool.job_id)
+        key = (pool.environment, pool.unit)
+        self.available_pools.put(key, entry)
+        self.timeline.put(POOL_EXPIRIES, entry)
+        self.pools_version[key] += 1
 
     def unindex_pool(self, pool: WarmPool) -> None:
         assert pool.expires_at is not None
-        self.available_pools[(pool.environment, pool.unit)].discard((pool.expires_at, pool.job_id))
-        self.pool_expiries.discard((pool.expires_at, pool.job_id))
-        self.pools_version[(pool.environment, pool.unit)] += 1
+        entry = (pool.expires_at, pool.job_id)
+        key = (pool.environment, pool.unit)
+        self.available_pools.drop(key, entry)
+        self.timeline.drop(POOL_EXPIRIES, entry)
+        self.pools_version[key] += 1
 
     def is_available(self, pool_id: str | None) -> bool:
         if pool_id is None:
