@@ -14,9 +14,12 @@ import signal
 import time
 from pathlib import Path
 
+import msgspec
 from node_agent_harness import Cluster, payload, wait_for_file
 
 from qm_node_agent.attempt import LOST_REASON, TIMEOUT_REASON
+from qm_node_agent.layout import Layout
+from qm_node_agent.records import AttemptStore
 from quartermaster import events as ev
 from quartermaster.bus.liveness import LivenessWatch
 from quartermaster.core import HostStatus, JobStatus
@@ -213,8 +216,8 @@ async def test_a_restarted_agent_re_adopts_the_running_attempt(cluster: Cluster)
         await wait_for_file(launches)
         await cluster.until_status("long", JobStatus.RUNNING)
     # The agent is gone; the job runs on.
-    record = json.loads(next((settings.data_dir / "attempts").glob("*.json")).read_text())
-    assert Path(f"/proc/{record['pid']}").exists()
+    (record,) = AttemptStore(Layout(settings.data_dir)).load_all()
+    assert record.pid is not None and Path(f"/proc/{record.pid}").exists()
 
     async with cluster.agent(settings):
         await cluster.until(
@@ -244,11 +247,12 @@ async def test_an_attempt_whose_record_holds_no_pid_yet_is_re_adopted_by_its_exi
         await cluster.run("nopid", payload(script))
         await wait_for_file(launches)
         await cluster.until_status("nopid", JobStatus.RUNNING)
-    path = next((settings.data_dir / "attempts").glob("*.json"))
-    record = json.loads(path.read_text())
-    pid = record.pop("pid")
-    record.pop("running_at")
-    path.write_text(json.dumps(record))  # as if the agent died before the second write
+    store = AttemptStore(Layout(settings.data_dir))
+    (record,) = store.load_all()
+    pid = record.pid
+    # As if the agent had stopped before the second write.
+    store.save(msgspec.structs.replace(record, pid=None, running_at=None))
+    store.close()
 
     async with cluster.agent(settings):
         await cluster.until(
@@ -274,9 +278,10 @@ async def test_an_attempt_lost_while_the_agent_was_down_fails_as_infrastructure(
         await cluster.run("gone", payload(f"touch {ready}; {LOOP}"))
         await wait_for_file(ready)
         await cluster.until_status("gone", JobStatus.RUNNING)
-    record = json.loads(next((settings.data_dir / "attempts").glob("*.json")).read_text())
-    os.killpg(record["pid"], signal.SIGKILL)  # e.g. the machine rebooted
-    await _until_dead(record["pid"])
+    (record,) = AttemptStore(Layout(settings.data_dir)).load_all()
+    assert record.pid is not None
+    os.killpg(record.pid, signal.SIGKILL)  # e.g. the machine rebooted
+    await _until_dead(record.pid)
 
     async with cluster.agent(settings):
         failed = await cluster.until_reported("gone", ev.JobFailed)
@@ -284,7 +289,7 @@ async def test_an_attempt_lost_while_the_agent_was_down_fails_as_infrastructure(
     assert failed.failure_class is ev.FailureClass.INFRASTRUCTURE_ERROR
     assert failed.reason == LOST_REASON
     assert LOST_REASON in job.status_reason
-    assert list((settings.data_dir / "attempts").iterdir()) == []  # forgotten once folded
+    assert AttemptStore(Layout(settings.data_dir)).load_all() == []  # forgotten once folded
 
 
 async def test_the_cache_survives_a_warm_pool_reuse_and_goes_with_the_pool(
@@ -351,7 +356,7 @@ async def test_the_cache_is_deleted_when_an_attempt_ends_without_a_pool(cluster:
         await cluster.until("the cache is deleted", lambda: not cache.exists())
         await cluster.until(
             "the attempt is forgotten",
-            lambda: not list((settings.data_dir / "attempts").iterdir()),
+            lambda: not AttemptStore(Layout(settings.data_dir)).load_all(),
         )
     assert not (settings.data_dir / "jobs" / "cold-1").exists()
 

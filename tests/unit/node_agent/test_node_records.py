@@ -7,10 +7,11 @@ import os
 import threading
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from qm_node_agent.layout import Layout, container_name
-from qm_node_agent.records import AttemptRecord, AttemptStore
+from qm_node_agent.records import BLOCK, AttemptRecord, AttemptStore
 from quartermaster import events as ev
 
 
@@ -42,9 +43,72 @@ def test_a_saved_record_loads_back_with_its_final_report(tmp_path: Path) -> None
 
     assert store.exists("j", 2)
     assert store.load_all() == [record]
-    assert list(layout.attempts.iterdir()) == [layout.record("j", 2)]
+    assert AttemptStore(layout).load_all() == [record]  # read back from the file
+    assert list(layout.attempts.iterdir()) == [layout.records_file]
     store.delete("j", 2)
     assert store.load_all() == []
+    assert AttemptStore(layout).load_all() == []
+
+
+def record_of(job_id: str, attempt: int = 1, **fields: object) -> AttemptRecord:
+    return AttemptRecord(
+        job_id=job_id,
+        attempt=attempt,
+        host="h1",
+        runtime="process",
+        chain_id=job_id,
+        launched_at=1.0,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def test_updates_and_many_records_load_back_newest_first_slots_reused(tmp_path: Path) -> None:
+    layout = Layout(tmp_path)
+    layout.create()
+    store = AttemptStore(layout)
+    records = {f"j{i}": record_of(f"j{i}") for i in range(40)}  # more than one growth
+    for record in records.values():
+        store.save(record)
+    for i in range(0, 40, 2):  # an update writes the slot's other block
+        records[f"j{i}"] = msgspec.structs.replace(records[f"j{i}"], pid=100 + i)
+        store.save(records[f"j{i}"])
+    for i in range(0, 40, 4):
+        store.delete(f"j{i}", 1)
+        del records[f"j{i}"]
+    size = layout.records_file.stat().st_size
+    store.save(record_of("new"))  # a freed slot, not a bigger file
+    records["new"] = record_of("new")
+    store.close()
+
+    again = AttemptStore(layout)
+    assert again.load_all() == sorted(records.values(), key=lambda r: r.key)
+    assert layout.records_file.stat().st_size == size
+
+
+def test_a_torn_write_leaves_the_previous_version(tmp_path: Path) -> None:
+    layout = Layout(tmp_path)
+    layout.create()
+    store = AttemptStore(layout)
+    first = record_of("j")
+    store.save(first)
+    store.save(msgspec.structs.replace(first, pid=7))
+    store.close()
+    with open(layout.records_file, "r+b") as handle:  # the update's block, half written
+        handle.seek(BLOCK + 30)
+        handle.write(b"\xff" * 8)
+
+    assert AttemptStore(layout).load_all() == [first]
+
+
+def test_records_of_the_one_file_layout_move_into_slots(tmp_path: Path) -> None:
+    layout = Layout(tmp_path)
+    layout.create()
+    old = record_of("old", 3, pid=42)
+    layout.record("old", 3).write_bytes(msgspec.json.encode(old))
+
+    assert AttemptStore(layout).load_all() == [old]
+    assert not layout.record("old", 3).exists()
+    assert AttemptStore(layout).load_all() == [old]
 
 
 def test_an_unreadable_record_is_skipped(tmp_path: Path) -> None:
@@ -72,13 +136,14 @@ def test_a_slow_fsync_does_not_block_the_event_loop(
         job_id="j", attempt=1, host="h1", runtime="process", chain_id="j", launched_at=1.0
     )
     release = threading.Event()
-    real_fsync = os.fsync
+    store.save(record_of("other"))  # the file exists: the next save only flushes data
+    real_fdatasync = os.fdatasync
 
-    def stuck_fsync(fd: int) -> None:
+    def stuck_fdatasync(fd: int) -> None:
         release.wait(10)
-        real_fsync(fd)
+        real_fdatasync(fd)
 
-    monkeypatch.setattr(os, "fsync", stuck_fsync)
+    monkeypatch.setattr(os, "fdatasync", stuck_fdatasync)
 
     async def scenario() -> list[str]:
         seen: list[str] = []
@@ -92,4 +157,4 @@ def test_a_slow_fsync_does_not_block_the_event_loop(
         return seen
 
     assert asyncio.run(scenario()) == ["loop ran while the record was being written", "saved"]
-    assert store.load_all() == [record]
+    assert store.load_all() == [record, record_of("other")]

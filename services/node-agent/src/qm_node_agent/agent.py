@@ -135,6 +135,7 @@ class NodeAgent:
     async def run(self) -> None:
         self.layout.create()
         async with contextlib.AsyncExitStack() as stack:
+            stack.push_async_callback(asyncio.to_thread, self._store.close)
             event_log = self._given_log
             if event_log is None:
                 event_log = await JetStreamLog.connect(

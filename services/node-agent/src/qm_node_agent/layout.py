@@ -1,6 +1,7 @@
 """Where the agent keeps things under DATA_DIR, and the names it gives them.
 
-DATA_DIR/attempts/<job>.<attempt>.json      one record per launched attempt
+DATA_DIR/attempts/records.slots             the launched attempts' records (records.py)
+DATA_DIR/attempts/<job>.<attempt>.json      a record of the older layout (moved into slots)
 DATA_DIR/jobs/<job>-<attempt>/              process runtime: the job's working dir
 DATA_DIR/jobs/<job>-<attempt>.log           process runtime: stdout and stderr
 DATA_DIR/jobs/<job>-<attempt>.exit          process runtime: the wrapper's exit status
@@ -39,6 +40,10 @@ class Layout:
     def create(self) -> None:
         for folder in (self.attempts, self.jobs, self.cache_root, self.logs):
             folder.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def records_file(self) -> Path:
+        return self.attempts / "records.slots"
 
     def record(self, job_id: str, attempt: int) -> Path:
         return self.attempts / f"{safe_name(job_id)}.{attempt}.json"
