@@ -242,3 +242,67 @@ def test_a_quiet_queue_is_skipped_and_a_changed_one_is_run() -> None:
     w.submit(a_job(name="later", queue="qb", share="A"))
     assert decide(w.state, memo=memo) == decide(w.state) == []
     assert memo.run - run_before == 1
+
+
+def _two_queues_one_stopping() -> tuple[World, PassMemo]:
+    """qb holds 3 of 4 hosts, one of them stopping; its head (2 units) waits for that
+    stop while one host is free. The memo has seen qb quiet with that free host."""
+    w = World()
+    w.environment(ml_g5_xlarge=4)
+    w.queue("qa")
+    w.share("A", 1, queue="qa")
+    w.queue("qb")
+    w.share("B", 4, preemption=True, queue="qb")
+    w.hosts(4)
+    for n in range(3):
+        w.submit(a_job(name=f"b{n}", queue="qb", share="B"))
+    w.pass_()
+    w.terminate("b0")  # its host is promised back: a stop pending
+    memo = PassMemo()
+    w.submit(a_job(name="head", queue="qb", share="B", count=2, priority=5))
+    assert decide(w.state, memo=memo) == decide(w.state) == []  # it waits for b0's stop
+    return w, memo
+
+
+def test_a_queue_waiting_for_a_stop_runs_again_with_fewer_free_hosts() -> None:
+    """qa takes the free host: qb's head no longer fits once b0 stops, so the same pass
+    preempts for it. The memo must not take qb's quiet pass with more free hosts for it."""
+    w, memo = _two_queues_one_stopping()
+    w.submit(a_job(name="x", queue="qa", share="A"))
+    full = decide(w.state)
+    assert [type(d).__name__ for d in full].count("JobPreemptionRequested") == 2
+    assert decide(w.state, memo=memo) == full
+
+
+def test_a_quiet_queue_with_nothing_stopping_skips_with_fewer_free_hosts() -> None:
+    """Seven queues wait on a full environment; a finished job frees one host and the
+    first queue takes it. The queues after it saw one free host before and decided
+    nothing: with none free they decide nothing again, and are skipped."""
+    queues = [f"q{i}" for i in range(7)]
+    w = World()
+    w.environment(ml_g5_xlarge=len(queues))
+    for queue in queues:
+        w.queue(queue)
+        w.share("A", 1, "LEND", queue=queue)  # no borrowing: a queue takes its own host
+    w.hosts(len(queues))
+    for queue in queues:
+        for n in range(3):
+            w.submit(a_job(name=f"{queue}-{n}", queue=queue, share="A"))
+    memo = PassMemo()
+    while decisions := decide(w.state, memo=memo):
+        for decision in decisions:
+            fold(w.state, decision)
+    w.succeed("q6-0")  # the last queue's host comes free: every queue sees it
+    while decisions := decide(w.state, memo=memo):
+        assert decisions == decide(w.state)
+        for decision in decisions:
+            fold(w.state, decision)
+    w.succeed("q0-0")  # now the first queue takes it: the others see no free host
+    run_before = memo.run
+    decisions = decide(w.state, memo=memo)
+    assert decisions == decide(w.state)
+    assert [d.job_id for d in decisions if isinstance(d, ev.JobDispatched)] == ["q0-1"]
+    assert len(decisions) == 1
+    # q0, which takes it, and q6, whose own inputs changed when it took the first host:
+    # q1..q5 were quiet with one free host.
+    assert memo.run - run_before == 2

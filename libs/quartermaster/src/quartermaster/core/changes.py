@@ -69,6 +69,11 @@ def _share(state: State, e: Any) -> None:
 TOUCHES: dict[type[ev.Event], Touch] = {
     ev.HostHeartbeat: _nothing,
     ev.ClockTicked: _nothing,
+    # A start changes the job's status and times, which no allocation step reads (it
+    # reads the RUNNABLE, victim and use indexes, and a victim's order is its priority
+    # and dispatch time): two events a job that re-decided its queue for nothing.
+    ev.JobStarting: _nothing,
+    ev.JobRunning: _nothing,
     ev.JobSubmitted: _submitted,
     ev.JobDispatched: _dispatched,
     ev.WarmPoolInUse: _pool_in_use,
@@ -88,8 +93,6 @@ TOUCHES: dict[type[ev.Event], Touch] = {
             ev.JobTimedOut,
             ev.JobRetried,
             ev.JobFinallyFailed,
-            ev.JobStarting,
-            ev.JobRunning,
             ev.JobSucceeded,
             ev.JobFailed,
             ev.JobStopConfirmed,

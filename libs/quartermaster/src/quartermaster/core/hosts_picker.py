@@ -21,9 +21,17 @@ class HostPicker:
         self._released: dict[tuple[str, str], SortedList] = defaultdict(SortedList)
 
     def count(self, env: str, unit: str) -> int:
-        unbound = len(self._state.free_unbound[unit]) - self._unbound_cursor[unit]
-        bound = len(self._state.free_bound[(env, unit)]) - self._bound_cursor[(env, unit)]
-        return unbound + bound + len(self._released[(env, unit)])
+        """Free hosts left for (env, unit): asked by every unit pass, even a skipped one,
+        so it reads without inserting into the state's dicts or its own."""
+        key = (env, unit)
+        unbound = self._state.free_unbound.get(unit)
+        bound = self._state.free_bound.get(key)
+        released = self._released.get(key)
+        return (
+            (len(unbound) - self._unbound_cursor.get(unit, 0) if unbound else 0)
+            + (len(bound) - self._bound_cursor.get(key, 0) if bound else 0)
+            + (len(released) if released else 0)
+        )
 
     def release(self, env: str, unit: str, hosts: tuple[str, ...]) -> None:
         for host in hosts:

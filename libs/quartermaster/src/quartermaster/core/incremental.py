@@ -4,15 +4,24 @@ A unit pass that decided nothing decides nothing again while none of its inputs
 changed. Its inputs are the queue's own (shares, jobs, pools, use: the fold
 counts their changes in `State.queue_version`, see `core.changes`), the
 configuration every queue reads (`State.config_version`), and what queues share:
-the free hosts left to it by the queues before it in this pass, the
-environment's use and its available warm pools. The memo keeps, per (queue,
-unit), those inputs as they were when it last decided nothing; equal inputs now
-mean the same empty answer, so the pass goes on to the next queue. A unit pass
-that decided something is always run again (its decisions change its inputs
-once folded, or they did not apply and it must say them again).
+the environment's use, its available warm pools, and the free hosts left to it by
+the queues before it in this pass. The memo keeps, per (queue, unit), those inputs
+as they were when it last decided nothing; equal inputs now mean the same empty
+answer, so the pass goes on to the next queue. A unit pass that decided something
+is always run again (its decisions change its inputs once folded, or they did not
+apply and it must say them again).
 
-Host ids do not take part: a pass that places nothing reads only how many hosts
-are free, never which. The result is the full pass's, decision for decision
+Fewer free hosts: a quiet pass reads the free hosts only through "would this fit"
+questions (`CapacityView.physical_free` and `lendable`, both non-decreasing in the
+free hosts), and each answer "no" stays "no" with fewer. The one question whose
+"yes" decides nothing is whether units already stopping will free enough for a
+head (`UnitPass._waits_for_incoming`): with fewer free hosts it may say "no" and
+the pass goes on to preempt. So a quiet pass of a queue with no units stopping in
+that unit stays quiet with fewer free hosts, all else equal: that is what lets the
+queues after the one that takes a freed host skip. Host ids do not take part: a
+pass that places nothing reads how many hosts are free, never which.
+
+The result is the full pass's, decision for decision
 (tests/unit/core/test_incremental_pass.py compares them on random histories).
 """
 
@@ -21,7 +30,10 @@ from __future__ import annotations
 from quartermaster.core.hosts_picker import HostPicker
 from quartermaster.core.state import State
 
+# (queue version, configuration version, environment use, pools version, free hosts)
 Inputs = tuple[int, int, int, int, int]
+# The same, and whether the pass stays quiet with fewer free hosts (nothing stopping).
+Quiet = tuple[int, int, int, int, int, bool]
 UnitKey = tuple[str, str]  # (queue, unit)
 KEPT = 4  # quiet inputs kept per unit pass: a host that comes free and is taken again
 # in the same pass leaves the later queues where they were, so the inputs recur
@@ -32,7 +44,7 @@ class PassMemo:
 
     def __init__(self) -> None:
         self._state: State | None = None
-        self._quiet: dict[UnitKey, list[Inputs]] = {}
+        self._quiet: dict[UnitKey, list[Quiet]] = {}
         self.skipped = 0  # unit passes skipped, for benchmarks and logs
         self.run = 0
 
@@ -44,19 +56,23 @@ class PassMemo:
 
     @staticmethod
     def inputs(state: State, picker: HostPicker, queue: str, env: str, unit: str) -> Inputs:
+        env_unit = (env, unit)
         return (
             state.queue_version.get(queue, 0),
             state.config_version,
+            state.env_use.get(env_unit, 0),
+            state.pools_version.get(env_unit, 0),
             picker.count(env, unit),
-            state.env_use.get((env, unit), 0),
-            state.pools_version.get((env, unit), 0),
         )
 
     def quiet(self, key: UnitKey, inputs: Inputs) -> bool:
-        """Did this unit pass decide nothing the last time it saw these inputs?"""
-        if inputs in self._quiet.get(key, ()):
-            self.skipped += 1
-            return True
+        """Did this unit pass decide nothing with these inputs, or with these and more
+        free hosts while nothing of its queue was stopping?"""
+        free = inputs[4]
+        for seen in self._quiet.get(key, ()):
+            if seen[:4] == inputs[:4] and (seen[4] == free or (seen[5] and free < seen[4])):
+                self.skipped += 1
+                return True
         self.run += 1
         return False
 
@@ -67,6 +83,14 @@ class PassMemo:
         kept = self._quiet.setdefault(key, [])
         if kept and kept[0][:2] != inputs[:2]:  # its own or the configuration changed
             kept.clear()
-        kept.append(inputs)
+        kept.append((*inputs, not self._stopping(*key)))
         if len(kept) > KEPT:
             del kept[0]
+
+    def _stopping(self, queue: str, unit: str) -> bool:
+        """Are units of this queue and unit stopping (promised to waiting heads)?"""
+        state = self._state
+        if state is None:  # never bound: claim nothing beyond equal inputs
+            return True
+        stopping = state.stopping
+        return any(stopping.get((queue, name, unit)) for name in state.queue_shares.get(queue, ()))
