@@ -43,6 +43,10 @@ class UnitPass(CapacityView):
         # Units held by attempts whose stop is pending: free soon, promised once.
         self.stopping = {n: state.stopping[(queue, n, unit)] for n in self.shares}
         self.incoming = dict(self.stopping)
+        # Most unit passes have nothing stopping and no warm pool to offer: asked per
+        # head, so answered once (the state does not change during a pass).
+        self._any_incoming = any(units > 0 for units in self.incoming.values())
+        self._any_pools = bool(state.available_pools.get((self.env, unit)))
         # Whether a job misfits depends only on its share and size here: asked once each.
         self._misfits: dict[tuple[str, int], misconfiguration.Misfit | None] = {}
 
@@ -76,7 +80,7 @@ class UnitPass(CapacityView):
     # ---- placing ----------------------------------------------------------
     def try_place(self, name: str, job: Job, own_only: bool) -> bool:
         """Dispatch the share's head if the rules allow it, on a warm pool before cold hosts."""
-        for pool in warm_pools.matching(self.state, self.env, job):
+        for pool in warm_pools.matching(self.state, self.env, job) if self._any_pools else ():
             if pool.job_id in self.consumed_pools:
                 continue
             if self._pool_fits(pool, name, own_only):
@@ -206,6 +210,8 @@ class UnitPass(CapacityView):
     # ---- making room ------------------------------------------------------
     def _waits_for_incoming(self, name: str, job: Job) -> bool:
         """Attempts already stopping will free enough: wait for them, preempt nothing more."""
+        if not self._any_incoming:
+            return False
         freed: Freed = []
         for share, units in self.incoming.items():
             if units <= 0:
@@ -240,6 +246,8 @@ class UnitPass(CapacityView):
         return [found[j] for j in sorted(found)]
 
     def _pools_of(self, names: Iterable[str]) -> list[WarmPool]:
+        if not self._any_pools:
+            return []
         wanted = set(names)
         out = []
         for _, pid in self.state.available_pools[(self.env, self.unit)]:
@@ -249,13 +257,16 @@ class UnitPass(CapacityView):
         return out
 
     def _candidates(self, shares: Iterable[str]) -> list[Job]:
-        jobs = []
+        """Running jobs of these shares, in `preemption.victim_order`: the index holds
+        each job's order key (it ends with the job id), so the keys are sorted, not the jobs."""
+        entries = []
         for share in shares:
             for entry in self.state.victims.get((self.queue, share, self.unit), ()):
                 if entry[-1] not in self.victimised:
-                    jobs.append(self.state.jobs[entry[-1]])
-        jobs.sort(key=preemption.victim_order)
-        return jobs
+                    entries.append(entry)
+        entries.sort()
+        jobs = self.state.jobs
+        return [jobs[entry[-1]] for entry in entries]
 
     def _plan(
         self,
@@ -265,6 +276,8 @@ class UnitPass(CapacityView):
         victims: list[Job],
         excess: dict[str, int] | None = None,
     ) -> Plan | None:
+        if not pools and not victims:  # nothing to free: no plan (as `choose` would say)
+            return None
         return preemption.choose(
             pools, victims, lambda freed: self.fits_after(name, job.count, freed), excess
         )

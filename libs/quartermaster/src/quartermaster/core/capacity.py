@@ -60,7 +60,8 @@ class CapacityView:
 
     def avail_own(self, name: str) -> int:
         """Free units this share may take: RESERVE shares' idle units are held back."""
-        return max(0, self.physical_free() - self.held_back(name))
+        free = self.physical_free()  # none free (the usual busy platform): nothing to hold back
+        return max(0, free - self.held_back(name)) if free else 0
 
     def lendable(self) -> int:
         """Lenders' idle units plus unassigned capacity: what borrowers may hold in all."""

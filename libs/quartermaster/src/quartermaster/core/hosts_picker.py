@@ -2,6 +2,7 @@
 
 The pass must not mutate the folded state, so it walks the free-host lists
 with cursors and keeps the hosts that pool terminations free in its own list.
+One picker serves one pass: the state must not change while it is used.
 """
 
 from __future__ import annotations
@@ -19,11 +20,21 @@ class HostPicker:
         self._unbound_cursor: dict[str, int] = defaultdict(int)
         self._bound_cursor: dict[tuple[str, str], int] = defaultdict(int)
         self._released: dict[tuple[str, str], SortedList] = defaultdict(SortedList)
+        self._counts: dict[tuple[str, str], int] = {}  # until the next take or release
 
     def count(self, env: str, unit: str) -> int:
-        """Free hosts left for (env, unit): asked by every unit pass, even a skipped one,
-        so it reads without inserting into the state's dicts or its own."""
+        """Free hosts left for (env, unit): asked by every unit pass, even a skipped one
+        (a hundred queues of one environment ask the same), so it is kept until hosts
+        are taken or released."""
         key = (env, unit)
+        found = self._counts.get(key)
+        if found is None:
+            found = self._counts[key] = self._count(key)
+        return found
+
+    def _count(self, key: tuple[str, str]) -> int:
+        """Read without inserting into the state's dicts or the cursors."""
+        unit = key[1]
         unbound = self._state.free_unbound.get(unit)
         bound = self._state.free_bound.get(key)
         released = self._released.get(key)
@@ -34,10 +45,12 @@ class HostPicker:
         )
 
     def release(self, env: str, unit: str, hosts: tuple[str, ...]) -> None:
+        self._counts.clear()  # unbound hosts are shared by environments: forget all
         for host in hosts:
             self._released[(env, unit)].add(host)
 
     def take(self, env: str, unit: str, n: int) -> tuple[str, ...]:
+        self._counts.clear()
         unbound = self._state.free_unbound[unit]
         bound = self._state.free_bound[(env, unit)]
         released = self._released[(env, unit)]

@@ -28,9 +28,14 @@ def most_share_can_hold(state: State, queue: str, share_name: str, unit: str) ->
         return own
     env = state.environments[state.environment_of(queue)]
     env_max = env.max_capacity.get(unit, 0)
-    peers = [s for s in state.shares_of(queue) if s.name != share_name]
-    lendable = sum(s.own(unit) for s in peers if s.strategy is not SharingStrategy.RESERVE)
-    unassigned = max(0, env_max - own - sum(s.own(unit) for s in peers))
+    peers_own = lendable = 0  # sums only: the peers in any order, in one walk
+    for peer in state.queue_shares.get(queue, {}).values():
+        if peer.name != share_name:
+            peer_own = peer.own(unit)
+            peers_own += peer_own
+            if peer.strategy is not SharingStrategy.RESERVE:
+                lendable += peer_own
+    unassigned = max(0, env_max - own - peers_own)
     most = own + lendable + unassigned
     cap = share.cap(unit)
     return most if cap is None else min(most, cap)
