@@ -14,6 +14,10 @@ no log of its own once it stands where the fold stands: the fold's listener
 hands it each message already decoded. A gap (a start or retry behind the
 fold) is read from the log first; a feed queue past `FEED_LIMIT` messages (a
 database down) is dropped and the projection retries from its position.
+
+Under load it gathers: at most one transaction per `interval` seconds (the
+messages that arrive meanwhile go in the next one), while an idle projector
+writes a message at once, so a read after a lone write waits no longer.
 """
 
 from __future__ import annotations
@@ -93,8 +97,11 @@ class _Sql:
         )
         self.position = f"SELECT seq FROM {s}.projection_position WHERE name = $1"
         self.lock_position = self.position + " FOR UPDATE"
-        self.set_position = f"UPDATE {s}.projection_position SET seq = $2, at = $3 WHERE name = $1"
-        self.notify = "SELECT pg_notify($1, $2)"
+        # The new position and its notification in one round trip.
+        self.set_position = (
+            f"WITH moved AS (UPDATE {s}.projection_position SET seq = $2, at = $3 "
+            "WHERE name = $1 RETURNING seq) SELECT pg_notify($4, $5) FROM moved"
+        )
         self.jobs = (
             f"INSERT INTO {s}.jobs AS t (job_id, job_name, job_queue, quota_share, status, "
             "status_reason, scheduling_priority, created_at, updated_seq, summary, doc) "
@@ -152,7 +159,15 @@ class _Sql:
 class Projector:
     """Projects the log into the tables of `schema`, tracking its position as `name`."""
 
-    def __init__(self, pool: Any, schema: str, name: str = "main", *, group: int = 256):
+    def __init__(
+        self,
+        pool: Any,
+        schema: str,
+        name: str = "main",
+        *,
+        group: int = 256,
+        interval: float = 0.02,
+    ):
         self.pool = pool
         self.schema = checked(schema)
         self.name = name
@@ -160,6 +175,8 @@ class Projector:
         self._sql = _Sql(self.schema)
         self._channel = channel(self.schema)
         self._group = group  # most log messages folded into one transaction
+        self._interval = interval  # under load, at most one transaction this often
+        self._last_write = -interval  # loop time the last transaction began
         self._folded = 0  # last seq folded into `state`
         self._committed = 0  # last seq known to be in the tables
         self._pending: rows.Writes | None = None  # folded, not yet committed
@@ -233,9 +250,18 @@ class Projector:
         self._pending = rows.build(self.state, changes, self._folded, audit, self._written)
         await self._flush()
 
+    async def _pace(self, waiting: int) -> None:
+        """Let messages gather for the next transaction if the last one began less than
+        `interval` ago (and a group is not full yet)."""
+        loop = asyncio.get_running_loop()
+        wait = self._last_write + self._interval - loop.time()
+        if waiting < self._group and wait > 0:
+            await asyncio.sleep(wait)
+
     async def _flush(self) -> None:
         writes = self._pending
         assert writes is not None
+        self._last_write = asyncio.get_running_loop().time()
         sql = self._sql
         try:
             async with self.pool.acquire() as conn, conn.transaction():
@@ -259,8 +285,14 @@ class Projector:
                     ):
                         if args:
                             await conn.executemany(statement, args)
-                    await conn.execute(sql.set_position, self.name, writes.seq, writes.at)
-                    await conn.execute(sql.notify, self._channel, f"{self.name}:{writes.seq}")
+                    await conn.execute(
+                        sql.set_position,
+                        self.name,
+                        writes.seq,
+                        writes.at,
+                        self._channel,
+                        f"{self.name}:{writes.seq}",
+                    )
         except Exception as err:
             if _cancelling():  # the clean-up of a cancelled write failed: stay cancelled
                 raise asyncio.CancelledError from err
@@ -370,6 +402,7 @@ class Projector:
                     reader.result()  # raises what stopped the reader
                     raise TransientStoreError("the log reader stopped following the log")
                 group = [getter.result()]
+                await self._pace(1 + entries.qsize())
                 while len(group) < self._group and not entries.empty():
                     group.append(entries.get_nowait())
                 await self.apply_many(
@@ -400,6 +433,7 @@ class Projector:
                 await self._read_gap(event_log, reached)
             while True:
                 await woken.wait()
+                await self._pace(len(queued))
                 woken.clear()
                 if len(queued) > FEED_LIMIT:
                     raise TransientStoreError(
