@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import statistics
 import time
+from collections import Counter
+from collections.abc import Callable
 
 from quartermaster import events as ev
 from quartermaster.core import State, decide, fold
 from quartermaster.core.incremental import PassMemo
 from quartermaster.core.model import JobStatus
+from quartermaster.eventlog.long_lived import freeze_long_lived
 
 UNIT = "ml.g5.xlarge"
 STRATEGIES = ["LEND_AND_BORROW", "LEND", "RESERVE", "LEND_AND_BORROW"]
@@ -235,8 +239,7 @@ def build_platform(queues: int, shares: int, hosts: int, jobs: int) -> State:
         )
     while decisions := decide(state):
         apply(state, decisions)
-    gc.collect()
-    gc.freeze()
+    freeze_long_lived()  # what the scheduler does once it has caught up
     return state
 
 
@@ -248,64 +251,125 @@ def summary(values: list[float]) -> str:
     )
 
 
-def bench_incremental(queues: int, shares: int, hosts: int, jobs: int, rounds: int) -> None:
+class PassClock:
+    """Wall and CPU time of each timed pass, and the cyclic GC's collections inside them."""
+
+    active: PassClock | None = None  # the clock of the pass running now, if any
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+        self.collections: Counter[int] = Counter()  # generation -> collections
+        self.gc_seconds = 0.0
+        self._gc_started = 0.0
+
+    def time(self, run: Callable[[], list[ev.Event]]) -> list[ev.Event]:
+        PassClock.active = self
+        wall, cpu = time.perf_counter(), time.thread_time()
+        try:
+            return run()
+        finally:
+            self.cpu.append(time.thread_time() - cpu)
+            self.wall.append(time.perf_counter() - wall)
+            PassClock.active = None
+
+    @staticmethod
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        clock = PassClock.active
+        if clock is None:
+            return
+        if phase == "start":
+            clock._gc_started = time.perf_counter()
+            return
+        clock.collections[info["generation"]] += 1
+        clock.gc_seconds += time.perf_counter() - clock._gc_started
+
+    def report(self) -> None:
+        gens = ", ".join(f"gen{g} {n}" for g, n in sorted(self.collections.items())) or "none"
+        print(f"  {self.name} ({len(self.wall)} passes)")
+        print(f"    wall: {summary(self.wall)}")
+        print(f"    CPU:  {summary(self.cpu)}")
+        print(f"    GC collections inside these passes: {gens} ({self.gc_seconds * 1e3:.1f} ms)")
+
+
+def bench_incremental(
+    queues: int, shares: int, hosts: int, jobs: int, rounds: int, check_every: int = 10
+) -> None:
     """A pass over everything against one that re-decides only what changed, in one run:
     a submit to one queue (nothing else changed), and a job of one queue finishing (a
-    host comes free: every queue may take it)."""
+    host comes free: every queue may take it, and the first that may does). Every
+    `check_every`-th round the full pass is timed too, and both incremental passes are
+    compared with it (the same decisions, or the run stops)."""
     t = time.perf_counter()
     state = build_platform(queues, shares, hosts, jobs)
     runnable = sum(len(v) for v in state.runnable.values())
     busy = sum(1 for h in state.hosts.values() if h.holder is not None)
     print(
         f"platform: {queues} queues x {shares} shares, {busy:,}/{hosts:,} hosts busy, "
-        f"{runnable:,} RUNNABLE (built in {time.perf_counter() - t:.0f} s)"
+        f"{runnable:,} RUNNABLE (built in {time.perf_counter() - t:.0f} s; "
+        f"load average {os.getloadavg()[0]:.1f})"
     )
     memo = PassMemo()
     assert decide(state, memo=memo) == []  # warm the memo: every unit pass once
-    full: list[float] = []
-    submit: list[float] = []
-    finished: list[float] = []
+    full = PassClock("full pass, nothing changed (every check round)")
+    submit = PassClock("incremental, one queue's submit")
+    finished = PassClock("incremental, one job finished (a host comes free)")
+    warm = PassClock("warm-up rounds (the memo's first freed host), not counted above")
+    housekeeping = PassClock("housekeeping passes before a placing one (none expected)")
+    gc.callbacks.append(PassClock.on_gc)
     at = 100.0
     running = iter([j for j in state.jobs.values() if j.hosts])
-    for r in range(rounds):
-        at += 1
-        t = time.perf_counter()
-        assert decide(state) == []
-        full.append(time.perf_counter() - t)
-        queue = f"q{(r * 37) % queues:03d}"
-        fold(
-            state,
-            ev.JobSubmitted(
-                at=at,
-                job_id=f"x{r:06d}",
-                job_name="bench",
-                job_queue=queue,
-                quota_share="s00",
-                instance_type=UNIT,
-            ),
-        )
-        t = time.perf_counter()
-        decisions = decide(state, memo=memo)
-        submit.append(time.perf_counter() - t)
-        assert decisions == decide(state), "incremental pass differs from the full pass"
-        apply(state, decisions)
-        job = next(running)
-        fold(
-            state,
-            ev.JobSucceeded(at=at, job_id=job.job_id, attempt=job.attempt_no, host=job.hosts[0]),
-        )
-        while True:  # settle the completion (housekeeping), then time the pass that places
-            t = time.perf_counter()
-            decisions = decide(state, memo=memo)
-            elapsed = time.perf_counter() - t
-            assert decisions == decide(state), "incremental pass differs from the full pass"
+    warmup = 3
+    try:
+        for r in range(-warmup, rounds):
+            at += 1
+            check = r >= 0 and r % check_every == 0
+            if check:
+                assert full.time(lambda: decide(state)) == []
+            queue = f"q{(r * 37) % queues:03d}"
+            fold(
+                state,
+                ev.JobSubmitted(
+                    at=at,
+                    job_id=f"x{r + warmup:06d}",
+                    job_name="bench",
+                    job_queue=queue,
+                    quota_share="s00",
+                    instance_type=UNIT,
+                ),
+            )
+            clock = submit if r >= 0 else warm
+            decisions = clock.time(lambda: decide(state, memo=memo))
+            if check:
+                assert decisions == decide(state), "incremental pass differs from the full pass"
             apply(state, decisions)
-            if not decisions or any(isinstance(d, ev.JobDispatched) for d in decisions):
-                finished.append(elapsed)
-                break
-    print(f"  full pass, nothing changed:      {summary(full)}")
-    print(f"  incremental, one queue's submit: {summary(submit)}")
-    print(f"  incremental, one job finished:   {summary(finished)}")
+            job = next(running)
+            fold(
+                state,
+                ev.JobSucceeded(
+                    at=at, job_id=job.job_id, attempt=job.attempt_no, host=job.hosts[0]
+                ),
+            )
+            clock = finished if r >= 0 else warm
+            while True:  # settle the completion (housekeeping), then time the pass that places
+                settling = bool(state.awaiting_outcome or state.retained)
+                timer = housekeeping if settling else clock
+                decisions = timer.time(lambda: decide(state, memo=memo))
+                if check:
+                    assert decisions == decide(state), "incremental pass differs from full"
+                apply(state, decisions)
+                if not settling:
+                    break
+    finally:
+        gc.callbacks.remove(PassClock.on_gc)
+    print(
+        f"  {rounds} rounds (+{warmup} warm-up), full pass timed and compared every "
+        f"{check_every}th; load average now {os.getloadavg()[0]:.1f}"
+    )
+    for clock in (full, submit, finished, warm, housekeeping):
+        if clock.wall:
+            clock.report()
     print(f"  unit passes run {memo.run:,}, skipped {memo.skipped:,}")
 
 
@@ -313,15 +377,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", choices=["fold", "pass", "incremental", "drain"])
+    parser.add_argument("--rounds", type=int, default=1000, help="incremental case rounds")
     args = parser.parse_args()
     if args.only == "fold":
         bench_fold(100_000)
         return
     if args.only == "incremental" or args.only is None:
         if args.quick:
-            bench_incremental(100, 20, 2_000, 100_000, rounds=50)
+            bench_incremental(100, 20, 2_000, 100_000, rounds=200)
         else:
-            bench_incremental(100, 20, 10_000, 1_000_000, rounds=200)
+            bench_incremental(100, 20, 10_000, 1_000_000, rounds=args.rounds)
         if args.only:
             return
     sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
