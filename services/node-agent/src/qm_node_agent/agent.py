@@ -32,7 +32,6 @@ from qm_node_agent.records import AttemptRecord, AttemptStore
 from qm_node_agent.reporter import Reporter
 from qm_node_agent.runtime import DockerRuntime, JobRuntime, ProcessRuntime
 from qm_node_agent.settings import NodeSettings, RuntimeKind
-from qm_node_agent.view_starts import ViewStarts
 from quartermaster import events as ev
 from quartermaster.bus import BusError, JetStreamLog
 from quartermaster.bus.liveness import Beat, send_beat
@@ -88,6 +87,7 @@ class NodeAgent:
         self._gpus = None if gpus is None else list(gpus)
         self._clock = clock
         self._metrics = metrics
+        self._starts: StartObserver | None = None  # on the host feed: fed by the runners
         self._store = AttemptStore(self.layout)
         self._keeper = LogKeeper(
             self.layout, settings.log_cap_bytes, settings.log_retention_seconds
@@ -154,8 +154,8 @@ class NodeAgent:
             follower.listen(self._on_batch)
             if self._metrics is not None:
                 starts = StartObserver(self.host_id, self._metrics, lambda: follower.state)
-                if isinstance(follower, HostFeedFollower):  # views, not reports: see view_starts
-                    follower.listen(ViewStarts(self.host_id, starts, lambda: follower.state))
+                if isinstance(follower, HostFeedFollower):  # views, not reports: its own
+                    self._starts = starts  # reports, once stored (`AttemptRunner.on_running`)
                 else:
                     follower.listen(starts)
             await follower.start()
@@ -362,9 +362,15 @@ class NodeAgent:
             reporter=self._reporter,
             grace_s=self.settings.stop_grace_seconds,
             clock=self._clock,
+            on_running=self._started,
         )
         self._runners[record.key] = runner
         return runner
+
+    def _started(self, report: ev.JobRunning) -> None:
+        """Time this host's start from its own stored report (views may skip a RUNNING)."""
+        if self._starts is not None:
+            self._starts(self.log_position, "", [report])
 
     async def _drive(self, runner: AttemptRunner, body: Coroutine[Any, Any, None]) -> None:
         try:

@@ -44,8 +44,11 @@ class AttemptRunner:
         reporter: Reporter,
         grace_s: float,
         clock: Callable[[], float] = time.time,
+        on_running: Callable[[ev.JobRunning], None] | None = None,
     ) -> None:
+        """`on_running`: told of this host's JobRunning once it is stored."""
         self.record = record
+        self._on_running = on_running
         self._runtime = runtime
         self._store = store
         self._reporter = reporter
@@ -239,6 +242,8 @@ class AttemptRunner:
         await asyncio.gather(
             self._save(running_at=event.at, **record), self._reporter.report(event, self.trace)
         )
+        if self._on_running is not None:
+            self._on_running(event)
         if self._spans:  # started: the start span ends, the run span begins
             self._spans.pop().end()
             self._open_span("node_agent.run", self.trace)
