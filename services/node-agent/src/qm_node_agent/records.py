@@ -170,6 +170,8 @@ class AttemptStore:
         if created:
             _fsync_folder(path.parent)
         self._move_files_in(fd)
+        if not self._free:  # room for the next launch now, not on its way to start
+            self._grow(fd)
         return fd
 
     def _read_slot(self, fd: int, slot: int) -> None:
@@ -215,13 +217,16 @@ class AttemptStore:
 
     def _take_slot(self, fd: int) -> int:
         if not self._free:
-            start = self._count
-            # Real zeros, flushed with the size: later saves then change no metadata.
-            os.pwrite(fd, bytes(2 * BLOCK * GROW), _offset(start, 0))
-            os.fsync(fd)
-            self._count += GROW
-            self._free.extend(range(self._count - 1, start - 1, -1))
+            self._grow(fd)
         return self._free.pop()
+
+    def _grow(self, fd: int) -> None:
+        start = self._count
+        # Real zeros, flushed with the size: later saves then change no metadata.
+        os.pwrite(fd, bytes(2 * BLOCK * GROW), _offset(start, 0))
+        os.fsync(fd)
+        self._count += GROW
+        self._free.extend(range(self._count - 1, start - 1, -1))
 
     def _next(self, slot: int) -> tuple[int, int]:
         """The block to write next (the one not holding the newest) and its version."""
