@@ -27,6 +27,7 @@ from quartermaster.core.incremental import PassMemo
 from quartermaster.core.snapshot import take
 from quartermaster.eventlog import LogFollower, encode_batch, subjects
 from quartermaster.eventlog.host_relay import HostRelay
+from quartermaster.eventlog.long_lived import Refreezer
 from quartermaster.events import AnyEvent, Event
 from quartermaster.metrics import SchedulerMetrics
 
@@ -56,6 +57,7 @@ class Scheduler:
         self._dirty = asyncio.Event()
         self._since_snapshot = 0
         self.memo = PassMemo()  # what each unit pass last decided nothing with
+        self.refreezer = Refreezer()  # the folded state out of full GC walks, between passes
         self._known_queues = -1
         self.passes = 0
         self.decisions_appended = 0
@@ -158,6 +160,8 @@ class Scheduler:
             try:
                 await self.settle()
                 await self._maybe_snapshot()
+                if self.follower is not None:  # caught up, then every REFREEZE_EVENTS
+                    self.refreezer.tend(self.follower.seq)
             except TransientBusError as err:  # routine (a NATS leader change): one line
                 log.warning("pass failed (%s); retrying on the next change", err)
                 await asyncio.sleep(0.2)
