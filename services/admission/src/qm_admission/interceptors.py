@@ -103,7 +103,12 @@ def rewrap(
 
 
 class WrappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """An interceptor that wraps the behaviour of each RPC (subclasses say how)."""
+    """An interceptor that wraps the behaviour of each RPC (subclasses say how).
+
+    The wrapped handler of a method is built once and kept while the handler below
+    stays the same object (gRPC's registered handlers do; so do these cached ones),
+    not rebuilt on every call.
+    """
 
     def skips(self, method: str) -> bool:
         """RPCs served unwrapped."""
@@ -127,12 +132,19 @@ class WrappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         handler = await continuation(handler_call_details)
         if self.skips(method):
             return handler
-        return rewrap(
+        cache: dict[str, tuple[Any, Any]] = self.__dict__.setdefault("_wrapped", {})
+        known = cache.get(method)
+        if known is not None and known[0] is handler:
+            return known[1]
+        wrapped = rewrap(
             handler,
             lambda behavior: self.unary(method, behavior),
             lambda behavior: self.streaming(method, behavior),
             decode=self.decode,
         )
+        if handler is not None:
+            cache[method] = (handler, wrapped)
+        return wrapped
 
 
 class ErrorInterceptor(WrappingInterceptor):

@@ -52,7 +52,43 @@ def check_text(field: str, value: str, part: str = "") -> None:
 
 
 def check_json(value: Any, at: str) -> None:
-    """Every string and key storable, integers within int64, floats finite, nesting bounded."""
+    """Every string and key storable, integers within int64, floats finite, nesting bounded.
+
+    A first walk builds no field paths (every submission's payload passes here); only
+    a value it finds wrong is walked again, with paths, to name the field.
+    """
+    if not _json_is_storable(value):
+        _check_json_paths(value, at)
+
+
+def _json_is_storable(value: Any) -> bool:
+    todo: list[tuple[Any, int]] = [(value, 0)]
+    while todo:
+        item, depth = todo.pop()
+        if depth > MAX_JSON_DEPTH:
+            return False
+        if isinstance(item, str):
+            if _UNSTORABLE.search(item) is not None:
+                return False
+        elif isinstance(item, bool) or item is None:
+            continue
+        elif isinstance(item, int):
+            if not INT64_MIN <= item <= INT64_MAX:
+                return False
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return False
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if _UNSTORABLE.search(key) is not None:
+                    return False
+                todo.append((child, depth + 1))
+        elif isinstance(item, list):
+            todo.extend((child, depth + 1) for child in item)
+    return True
+
+
+def _check_json_paths(value: Any, at: str) -> None:
     todo: list[tuple[Any, str, int]] = [(value, at, 0)]
     while todo:
         item, path, depth = todo.pop()
