@@ -13,6 +13,8 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
+import fold_mix
+
 from quartermaster import events as ev
 from quartermaster.core import State, decide, fold
 from quartermaster.core.incremental import PassMemo
@@ -92,32 +94,37 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(p * len(values)))]
 
 
-def bench_fold(n: int, runs: int = 3) -> None:
-    """Fold throughput, wall and CPU time (the machine is shared: CPU time is the
-    steadier figure), over `runs` folds of the same log; then with msgpack decode."""
-    _, log = build(n + 1000)
-    wall: list[float] = []
-    cpu: list[float] = []
-    for _ in range(runs):
-        state = State()
-        gc.collect()
-        t, c = time.perf_counter(), time.process_time()
-        for e in log:
-            fold(state, e)
-        wall.append(len(log) / (time.perf_counter() - t))
-        cpu.append(len(log) / (time.process_time() - c))
-    encoded = [ev.encode(e) for e in log]
+def bench_fold(jobs: int, runs: int = 3, against: str | None = None) -> None:
+    """Fold throughput over a realistic log (`fold_mix`: what the real pass and node
+    agents write for `jobs` jobs), in CPU events/s (the machine is shared: CPU time is
+    the steadier figure), over `runs` folds: the decoded list in memory, and decoding
+    each event from msgpack as a log reader does. With `against` (a git revision), that
+    revision's library is measured too, one run each in turn, in child processes."""
     t = time.perf_counter()
-    state = State()
-    for b in encoded:
-        fold(state, ev.decode(b))
-    decoded = len(log) / (time.perf_counter() - t)
+    log = fold_mix.realistic_log(jobs)
+    mix = Counter(type(e).__name__ for e in log)
     print(
-        f"fold: {len(log):,} events, {runs} runs: wall min {min(wall):,.0f} median "
-        f"{statistics.median(wall):,.0f} max {max(wall):,.0f} events/s; CPU min {min(cpu):,.0f} "
-        f"median {statistics.median(cpu):,.0f} max {max(cpu):,.0f} events/s "
-        f"({decoded:,.0f}/s wall incl. msgpack decode)"
+        f"fold: {len(log):,} events of {jobs:,} jobs (written in {time.perf_counter() - t:.0f} s; "
+        + ", ".join(f"{name} {count / len(log):.0%}" for name, count in mix.most_common(8))
+        + f"), load average {os.getloadavg()[0]:.1f}"
     )
+    encoded = [ev.encode(e) for e in log]
+    del log
+    if against is None:
+        mine = fold_mix.measure(encoded, runs)
+        before = None
+    else:
+        mine, before = fold_mix.compare(against, encoded, runs)
+    for label, figures in (("this checkout", mine), (against, before)):
+        if figures is None:
+            continue
+        print(f"  {label}, {runs} runs, events/s (CPU):")
+        print(f"    in memory:     {fold_mix.spread(figures.in_memory)}")
+        print(f"    with decode:   {fold_mix.spread(figures.with_decode)}")
+        print(f"    decode alone:  {fold_mix.spread(figures.decode_only)}")
+    if before is not None:
+        ratio = statistics.median(mine.in_memory) / statistics.median(before.in_memory)
+        print(f"  in memory, median against median: {ratio:.2f}x")
 
 
 def bench_pass(n: int, rounds: int) -> None:
@@ -378,9 +385,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", choices=["fold", "pass", "incremental", "drain"])
     parser.add_argument("--rounds", type=int, default=1000, help="incremental case rounds")
+    parser.add_argument("--fold-jobs", type=int, default=30_000, help="fold case: jobs in the log")
+    parser.add_argument("--runs", type=int, default=3, help="fold case: runs")
+    parser.add_argument("--against", help="fold case: also measure this git revision, in turn")
     args = parser.parse_args()
     if args.only == "fold":
-        bench_fold(100_000)
+        bench_fold(args.fold_jobs, args.runs, args.against)
         return
     if args.only == "incremental" or args.only is None:
         if args.quick:
@@ -390,7 +400,7 @@ def main() -> None:
         if args.only:
             return
     sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
-    bench_fold(sizes[-1])
+    bench_fold(5_000 if args.quick else args.fold_jobs, args.runs, args.against)
     for n in sizes:
         bench_pass(n, rounds=20 if args.quick else 50)
     bench_drain(10_000 if args.quick else 50_000)

@@ -17,19 +17,33 @@ from quartermaster.core import lifecycle, retention, upcast, warm_pools
 from quartermaster.core.changes import TOUCHES, touch_everything
 from quartermaster.core.model import (
     ACTIVE_STATUSES,
+    FAILED,
+    HOST_DRAINED,
+    HOST_HEALTHY,
+    HOST_LOST,
+    POOL_AVAILABLE,
+    POOL_IN_USE,
+    POOL_REUSED,
+    POOL_TERMINATED,
+    RUNNABLE,
+    RUNNING,
+    SCHEDULED,
+    STARTING,
+    STOP_PEER_FAILED,
+    STOP_PREEMPTED,
+    STOP_TERMINATED,
+    STOP_TIMED_OUT,
     TERMINAL_STATUSES,
     Attempt,
     Environment,
     Host,
     HostStatus,
     Job,
-    JobStatus,
     Queue,
     Share,
-    StopCause,
     WarmPool,
-    WarmPoolStatus,
 )
+from quartermaster.core.preemption import victim_order
 from quartermaster.core.state import State
 
 Handler = Callable[[State, Any], None]
@@ -39,21 +53,36 @@ _HANDLERS: dict[type[ev.Event], Handler] = {}
 def _on(event_type: type[ev.Event]) -> Callable[[Handler], Handler]:
     def register(fn: Handler) -> Handler:
         _HANDLERS[event_type] = fn
+        _STEPS.clear()  # built again with this handler
         return fn
 
     return register
 
 
+def _ignore(state: State, e: Any) -> None:
+    pass
+
+
+# Per event type: what it touches (`core.changes`, applied first: the job, pool or
+# host as it was) and its handler. One lookup per event instead of two.
+_STEPS: dict[type[ev.Event], tuple[Handler, Handler]] = {}
+
+
+def _step(kind: type[ev.Event]) -> tuple[Handler, Handler]:
+    step = _STEPS[kind] = (TOUCHES.get(kind, touch_everything), _HANDLERS.get(kind, _ignore))
+    return step
+
+
 def fold(state: State, event: ev.Event) -> State:
     """Apply one event. Mutates and returns `state` (a fold step, kept in place for speed)."""
-    if event.at > state.now:
-        state.now = event.at
+    at = event.at
+    if at > state.now:
+        state.now = at
     state.seq += 1
     kind = type(event)
-    TOUCHES.get(kind, touch_everything)(state, event)
-    handler = _HANDLERS.get(kind)
-    if handler is not None:
-        handler(state, event)
+    touch, handler = _STEPS.get(kind) or _step(kind)
+    touch(state, event)
+    handler(state, event)
     if state.retention_seconds is not None and state.now >= state.next_sweep:
         retention.sweep(state)
     return state
@@ -209,7 +238,10 @@ def tags_of(
 def _submitted(state: State, e: ev.JobSubmitted) -> None:
     if e.job_id in state.jobs:
         return
-    limits = [s for s in (e.attempt_duration_seconds, e.max_runtime_seconds) if s]
+    duration, runtime = e.attempt_duration_seconds, e.max_runtime_seconds
+    key = e.warm_pool_key
+    if len(key.security_group_ids) > 1 or len(key.subnets) > 1 or len(key.session_tag_keys) > 1:
+        key = warm_pools.match_key(key)  # lists of 0 or 1 are already sorted sets
     # Positional, in `Job`'s field order: msgspec matches keywords one field at a time
     # (45 fields: about 8 us a job by keyword, 1 us by position).
     job = Job(
@@ -224,19 +256,20 @@ def _submitted(state: State, e: ev.JobSubmitted) -> None:
         e.retry_attempts,
         e.evaluate_on_exit,
         e.preemption_retries,
-        min(limits) if limits else None,
+        # the tighter of the two limits that are set (0 or None: not set)
+        (min(duration, runtime) if runtime else duration) if duration else (runtime or None),
         e.keep_alive_seconds,
-        warm_pools.match_key(e.warm_pool_key),
+        key,
         e.payload,
         dict(e.tags),
         e.client_token,
-        e.attempt_duration_seconds,
+        duration,
         e.service_job_type,
     )
     job.chain_id = e.job_id
     job.submitted_by = e.principal
-    state.jobs[job.job_id] = job
-    state.enqueue(job)
+    state.jobs[e.job_id] = job
+    state.runnable.put((e.job_queue, e.quota_share, e.instance_type), job.queue_entry())
 
 
 @_on(ev.JobPriorityUpdated)
@@ -245,7 +278,7 @@ def _priority(state: State, e: ev.JobPriorityUpdated) -> None:
     if job is None or job.status in TERMINAL_STATUSES:
         return
     job.priority_updated_by = e.principal
-    queued = job.status is JobStatus.RUNNABLE and not job.awaiting_outcome
+    queued = job.status is RUNNABLE and not job.awaiting_outcome
     victim = job.status in ACTIVE_STATUSES and job.stop_cause is None
     if queued:
         state.dequeue(job)
@@ -267,15 +300,15 @@ def _terminate(state: State, e: ev.JobTerminationRequested) -> None:
     ended = job.awaiting_outcome  # the attempt already ended; only its outcome was pending
     if ended:
         lifecycle.settle_outcome(state, job)
-    if job.status is JobStatus.RUNNABLE and not ended:
+    if job.status is RUNNABLE and not ended:
         state.dequeue(job)
     was_active = job.status in ACTIVE_STATUSES and not ended
-    job.status = JobStatus.FAILED
+    job.status = FAILED
     job.status_reason = e.reason
     job.is_terminated = True
     job.stopped_at = e.at
     if was_active and job.hosts:
-        lifecycle.request_stop(state, job, StopCause.TERMINATED, e.reason)
+        lifecycle.request_stop(state, job, STOP_TERMINATED, e.reason)
     elif job.hosts:  # retained after a failed attempt: the end is now final
         lifecycle.release(state, job, keep=job.retained)
 
@@ -293,28 +326,50 @@ def _reason(state: State, e: ev.JobStatusReasonSet) -> None:
 @_on(ev.JobDispatched)
 def _dispatched(state: State, e: ev.JobDispatched) -> None:
     job = state.jobs.get(e.job_id)
-    if job is None or job.status is not JobStatus.RUNNABLE or job.awaiting_outcome:
+    if job is None or job.status is not RUNNABLE or job.awaiting_outcome:
         return
-    env = state.environment_of(job.queue)
-    if not _hosts_usable(state, e):
-        return  # raced with another writer (host lost, taken): the job stays RUNNABLE
-    if e.warm_pool is not None:
-        pool = state.pools[e.warm_pool]
+    env = state.queues[job.queue].environment
+    hosts, pool_id, known = e.hosts, e.warm_pool, state.hosts
+    # Raced with another writer (host lost, taken, pool gone): the job stays RUNNABLE.
+    pool = None
+    if pool_id is None:
+        for host_id in hosts:
+            host = known.get(host_id)
+            if host is None or host.holder is not None or host.status is not HOST_HEALTHY:
+                return
+        if len(hosts) > 1 and len(set(hosts)) != len(hosts):
+            return
+    else:
+        pool = state.pools.get(pool_id)
+        if pool is None or pool.status is not POOL_AVAILABLE or pool.hosts != hosts:
+            return
+    key = (job.queue, job.share, job.unit)
+    use, env_use = state.use, state.env_use
+    job_id = job.job_id
+    if pool is not None:
         state.unindex_pool(pool)
-        state.charge((pool.queue, pool.share, pool.unit), env, -pool.count)
+        use[(pool.queue, pool.share, pool.unit)] -= pool.count  # State.charge, inlined
+        env_use[(env, pool.unit)] -= pool.count
         job.chain_id = pool.chain_id
         job.chain_started_at = pool.chain_started_at
     else:
-        job.chain_id = job.job_id
+        job.chain_id = job_id
         job.chain_started_at = None
-    state.dequeue(job)
-    for host_id in e.hosts:
-        state.take_host(host_id, job.job_id, env)
-    state.charge(state.share_key(job), env, job.count)
-    job.status = JobStatus.SCHEDULED
+    state.runnable.drop(key, job.queue_entry())
+    for host_id in hosts:  # State.take_host, inlined
+        host = known[host_id]
+        if host.environment is None:
+            state.free_unbound.drop(host.unit, host_id)
+        else:
+            state.free_bound.drop((host.environment, host.unit), host_id)
+        host.holder = job_id
+        host.holder_env = env
+    use[key] += job.count
+    env_use[(env, job.unit)] += job.count
+    job.status = SCHEDULED
     job.status_reason = ""
     job.attempt_no = e.attempt
-    job.hosts = e.hosts
+    job.hosts = hosts
     job.ended_hosts = []
     job.started = False
     job.stop_cause = None
@@ -324,33 +379,22 @@ def _dispatched(state: State, e: ev.JobDispatched) -> None:
     job.failure_exit_code = None
     job.dispatched_at = e.at
     job.running_at = None
-    job.attempts.append(Attempt(e.attempt, e.hosts, e.at))
-    state.add_victim(job)
-
-
-def _hosts_usable(state: State, e: ev.JobDispatched) -> bool:
-    if e.warm_pool is not None:
-        pool = state.pools.get(e.warm_pool)
-        return state.is_available(e.warm_pool) and pool is not None and pool.hosts == e.hosts
-    for host_id in e.hosts:
-        host = state.hosts.get(host_id)
-        if host is None or host.holder is not None or host.status is not HostStatus.HEALTHY:
-            return False
-    return len(set(e.hosts)) == len(e.hosts)
+    job.attempts.append(Attempt(e.attempt, hosts, e.at))
+    state.victims.put(key, victim_order(job))
 
 
 @_on(ev.JobPreemptionRequested)
 def _preempt(state: State, e: ev.JobPreemptionRequested) -> None:
     job = lifecycle.current(state, e.job_id, e.attempt)
     if job is not None and job.status in ACTIVE_STATUSES and job.stop_cause is None:
-        lifecycle.request_stop(state, job, StopCause.PREEMPTED, e.reason)
+        lifecycle.request_stop(state, job, STOP_PREEMPTED, e.reason)
 
 
 @_on(ev.JobTimedOut)
 def _timed_out(state: State, e: ev.JobTimedOut) -> None:
     job = lifecycle.current(state, e.job_id, e.attempt)
     if job is not None and job.status in ACTIVE_STATUSES and job.stop_cause is None:
-        lifecycle.request_stop(state, job, StopCause.TIMED_OUT, e.reason)
+        lifecycle.request_stop(state, job, STOP_TIMED_OUT, e.reason)
 
 
 @_on(ev.JobRetried)
@@ -371,7 +415,7 @@ def _finally_failed(state: State, e: ev.JobFinallyFailed) -> None:
     if job is None or not job.awaiting_outcome:
         return
     lifecycle.settle_outcome(state, job)
-    job.status = JobStatus.FAILED
+    job.status = FAILED
     job.status_reason = e.reason
     job.stopped_at = e.at
     if job.hosts:
@@ -387,8 +431,8 @@ def _starting(state: State, e: ev.JobStarting) -> None:
     if job is None or e.host not in job.hosts:
         return
     job.started = True
-    if job.status is JobStatus.SCHEDULED:
-        job.status = JobStatus.STARTING
+    if job.status is SCHEDULED:
+        job.status = STARTING
 
 
 @_on(ev.JobRunning)
@@ -397,8 +441,8 @@ def _running(state: State, e: ev.JobRunning) -> None:
     if job is None or e.host not in job.hosts:
         return
     job.started = True
-    if job.status in (JobStatus.SCHEDULED, JobStatus.STARTING):
-        job.status = JobStatus.RUNNING
+    if job.status in (SCHEDULED, STARTING):
+        job.status = RUNNING
         job.running_at = e.at
         job.attempts[-1].started_at = e.at
         job.attempts[-1].start_phases = e.start_phases
@@ -422,7 +466,7 @@ def _failed(state: State, e: ev.JobFailed) -> None:
         job.failure_exit_code = e.exit_code
         job.attempts[-1].log_tail = e.log_tail
     if job.stop_cause is None and len(job.ended_hosts) + 1 < len(job.hosts):
-        lifecycle.request_stop(state, job, StopCause.PEER_FAILED, e.reason)
+        lifecycle.request_stop(state, job, STOP_PEER_FAILED, e.reason)
     lifecycle.host_ended(state, e.job_id, e.attempt, e.host, e.at, exit_code=e.exit_code)
 
 
@@ -439,7 +483,7 @@ def _host_registered(state: State, e: ev.HostRegistered) -> None:
     host = state.hosts.get(e.host_id)
     # A drain is the operator's, not the agent's: registering again does not undo it.
     drained = host is not None and host.drained
-    status = HostStatus.DRAINED if drained else HostStatus.HEALTHY
+    status = HOST_DRAINED if drained else HOST_HEALTHY
     if host is not None and host.holder is not None:
         # Re-registration of a busy host (agent restart): keep its allocation.
         host.status = status
@@ -466,7 +510,7 @@ def _heartbeat(state: State, e: ev.HostHeartbeat) -> None:
 
 @_on(ev.HostLost)
 def _host_lost(state: State, e: ev.HostLost) -> None:
-    _host_gone(state, e.host_id, HostStatus.LOST, e.at, e.reason)
+    _host_gone(state, e.host_id, HOST_LOST, e.at, e.reason)
 
 
 @_on(ev.HostDrained)
@@ -474,7 +518,7 @@ def _host_drained(state: State, e: ev.HostDrained) -> None:
     host = state.hosts.get(e.host_id)
     if host is not None:
         host.drained = True
-    _host_gone(state, e.host_id, HostStatus.DRAINED, e.at, "host drained")
+    _host_gone(state, e.host_id, HOST_DRAINED, e.at, "host drained")
 
 
 @_on(ev.HostUndrained)
@@ -483,8 +527,8 @@ def _host_undrained(state: State, e: ev.HostUndrained) -> None:
     if host is None or not host.drained:
         return
     host.drained = False
-    if host.status is HostStatus.DRAINED:  # a LOST host stays lost until it registers
-        host.status = HostStatus.HEALTHY
+    if host.status is HOST_DRAINED:  # a LOST host stays lost until it registers
+        host.status = HOST_HEALTHY
         if host.holder is None:
             state.mark_free(host)
 
@@ -494,7 +538,7 @@ def _host_gone(state: State, host_id: str, status: HostStatus, at: float, why: s
     if host is None or host.status is status:
         return
     state.unhealthy(host, status)
-    if status is HostStatus.DRAINED:
+    if status is HOST_DRAINED:
         return  # a drained host finishes what it runs; it only takes nothing new
     job = state.jobs.get(host.holder) if host.holder else None
     if job is not None and job.hosts and host_id in job.hosts and job.retained is False:
@@ -507,7 +551,7 @@ def _host_gone(state: State, host_id: str, status: HostStatus, at: float, why: s
 @_on(ev.WarmPoolAvailable)
 def _pool_available(state: State, e: ev.WarmPoolAvailable) -> None:
     pool = state.pools.get(e.job_id)
-    if pool is not None and pool.status is WarmPoolStatus.AVAILABLE:
+    if pool is not None and pool.status is POOL_AVAILABLE:
         _restate_expiry(state, pool, e)
         return
     job = state.jobs.get(e.job_id)
@@ -525,12 +569,12 @@ def _pool_available(state: State, e: ev.WarmPoolAvailable) -> None:
             job.unit,
             job.count,
             job.warm_pool_key,
-            WarmPoolStatus.AVAILABLE,
+            POOL_AVAILABLE,
             e.chain_id,
             e.chain_started_at,
         )
         state.pools[job.job_id] = pool
-    pool.status = WarmPoolStatus.AVAILABLE
+    pool.status = POOL_AVAILABLE
     pool.hosts = e.hosts
     pool.available_since = e.at
     pool.expires_at = e.expires_at
@@ -568,7 +612,7 @@ def _pool_in_use(state: State, e: ev.WarmPoolInUse) -> None:
         job.unit,
         job.count,
         job.warm_pool_key,
-        WarmPoolStatus.IN_USE,
+        POOL_IN_USE,
         source.chain_id,
         source.chain_started_at,
         hosts=job.hosts,
@@ -580,7 +624,7 @@ def _pool_reused(state: State, e: ev.WarmPoolReused) -> None:
     pool = state.pools.get(e.job_id)
     if pool is None:
         return
-    pool.status = WarmPoolStatus.REUSED
+    pool.status = POOL_REUSED
     pool.reused_by_job = e.reused_by_job
     pool.billable_seconds = e.billable_seconds
     pool.hosts = ()
@@ -591,20 +635,20 @@ def _pool_terminated(state: State, e: ev.WarmPoolTerminated) -> None:
     pool = state.pools.get(e.job_id)
     if pool is None:
         return
-    if pool.status is WarmPoolStatus.IN_USE:
+    if pool.status is POOL_IN_USE:
         job = state.jobs.get(e.job_id)
         if job is not None and job.retained:  # its job ended: no pool opens on this chain
             lifecycle.end_in_use_pool(pool, e.reason)
             lifecycle.release(state, job, keep=False)
         return
-    if pool.status is not WarmPoolStatus.AVAILABLE:
+    if pool.status is not POOL_AVAILABLE:
         return
     state.unindex_pool(pool)
     state.charge((pool.queue, pool.share, pool.unit), pool.environment, -pool.count)
     for host_id in pool.hosts:
         if host_id in state.hosts:
             state.mark_free(state.hosts[host_id])
-    pool.status = WarmPoolStatus.TERMINATED
+    pool.status = POOL_TERMINATED
     pool.termination_reason = e.reason
     pool.billable_seconds = e.billable_seconds
     pool.hosts = ()
@@ -618,7 +662,7 @@ def _keep_alive(state: State, e: ev.WarmPoolKeepAliveUpdated) -> None:
         if job.retained and e.keep_alive_seconds == 0:
             lifecycle.release(state, job, keep=False)  # the pool-to-be is given up at once
     pool = state.pools.get(e.job_id)
-    if pool is None or pool.status is not WarmPoolStatus.AVAILABLE:
+    if pool is None or pool.status is not POOL_AVAILABLE:
         return
     if not e.pass_decides_expiry:  # recorded when the fold still decided the expiry
         _restate_expiry(state, pool, upcast.keep_alive_v1(pool, e))

@@ -8,16 +8,26 @@ job takes and gives back its hosts all at once.
 from __future__ import annotations
 
 from quartermaster.core.model import (
+    FAILED,
+    HOST_HEALTHY,
+    POOL_IN_USE,
+    POOL_TERMINATED,
+    RUNNABLE,
+    RUNNING,
+    STOP_HOST_LOST,
+    STOP_PREEMPTED,
+    STOP_TIMED_OUT,
+    SUCCEEDED,
     Job,
-    JobStatus,
     StopCause,
     WarmPool,
-    WarmPoolStatus,
 )
+from quartermaster.core.preemption import victim_order
 from quartermaster.core.state import State
 from quartermaster.events import FailureClass, WarmPoolTerminationReason
 
 RECENT_PREEMPTIONS = 10
+INFRASTRUCTURE_ERROR = FailureClass.INFRASTRUCTURE_ERROR  # a plain name: read per attempt
 CAPACITY_REASON = "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
 
 
@@ -44,25 +54,28 @@ def host_ended(
     state: State, job_id: str, attempt: int, host: str, at: float, exit_code: int | None
 ) -> None:
     job = current(state, job_id, attempt)
-    if job is None or host not in job.hosts or host in job.ended_hosts:
+    if job is None:
         return
-    job.ended_hosts.append(host)
+    hosts, ended = job.hosts, job.ended_hosts
+    if host not in hosts or host in ended:
+        return
+    ended.append(host)
     if exit_code is not None:
         job.attempts[-1].exit_code = exit_code
-    if len(job.ended_hosts) == len(job.hosts):
+    if len(ended) == len(hosts):
         _finalize(state, job, at)
 
 
 def host_lost(state: State, job: Job, host_id: str, at: float, why: str) -> None:
     reason = f"{CAPACITY_REASON} - host {host_id} lost ({why})"
-    if job.status is JobStatus.RUNNING:
+    if job.status is RUNNING:
         reason = f"INFRASTRUCTURE:HOST_LOST - host {host_id} lost ({why})"
-    if job.stop_cause is None or job.stop_cause is StopCause.PREEMPTED:
+    if job.stop_cause is None or job.stop_cause is STOP_PREEMPTED:
         if job.stop_cause is not None:
             state.stopping[state.share_key(job)] -= job.count
             job.stop_cause = None
         if not job.is_terminated:
-            request_stop(state, job, StopCause.HOST_LOST, reason)
+            request_stop(state, job, STOP_HOST_LOST, reason)
     host_ended(state, job.job_id, job.attempt_no, host_id, at, exit_code=None)
 
 
@@ -74,41 +87,42 @@ def _poolable(job: Job) -> bool:
     """
     if job.keep_alive_seconds <= 0 or not job.started:
         return False
-    if job.failure is FailureClass.INFRASTRUCTURE_ERROR:
+    if job.failure is INFRASTRUCTURE_ERROR:
         return False
-    return job.stop_cause not in (StopCause.PREEMPTED, StopCause.HOST_LOST)
+    return job.stop_cause not in (STOP_PREEMPTED, STOP_HOST_LOST)
 
 
 def _finalize(state: State, job: Job, at: float) -> None:
     """Every host of the attempt has ended: decide what the job becomes."""
-    state.drop_victim(job)
+    key = (job.queue, job.share, job.unit)
+    state.victims.drop(key, victim_order(job))  # State.drop_victim, inlined
     state.clear_deadline(job)
-    if job.stop_cause is not None:
-        state.stopping[state.share_key(job)] -= job.count
+    cause = job.stop_cause
+    if cause is not None:
+        state.stopping[key] -= job.count
     attempt = job.attempts[-1]
     attempt.stopped_at = at
-    cause = job.stop_cause
     poolable = _poolable(job)
     interrupted = cause is not None and job.failure is None
 
     if job.is_terminated:
         attempt.status_reason = job.status_reason
         release(state, job, keep=poolable)
-    elif cause is StopCause.HOST_LOST:
+    elif cause is STOP_HOST_LOST:
         attempt.status_reason = job.stop_reason
         release(state, job, keep=False)
         make_runnable(state, job, job.stop_reason)
     elif job.failure is None and cause is None:
         attempt.status_reason = "Essential container in task exited"
-        job.status = JobStatus.SUCCEEDED
+        job.status = SUCCEEDED
         job.stopped_at = at
         release(state, job, keep=poolable)
-    elif job.failure is FailureClass.INFRASTRUCTURE_ERROR:
+    elif job.failure is INFRASTRUCTURE_ERROR:
         reason = f"{CAPACITY_REASON} - {job.failure_reason}"
         attempt.status_reason = reason
         release(state, job, keep=False)
         make_runnable(state, job, reason)
-    elif job.failure is not None or cause is StopCause.TIMED_OUT:
+    elif job.failure is not None or cause is STOP_TIMED_OUT:
         if job.failure is None:
             job.failure = FailureClass.ALGORITHM_ERROR
             job.failure_reason = job.stop_reason
@@ -119,7 +133,7 @@ def _finalize(state: State, job: Job, at: float) -> None:
             job.retained = True  # kept until the outcome says whether the job ends
         else:
             release(state, job, keep=False)
-    elif cause is StopCause.PREEMPTED and interrupted:
+    elif cause is STOP_PREEMPTED and interrupted:
         attempt.status_reason = job.stop_reason
         _preempted(state, job, at)
     else:  # stopped with no cause we asked for: the host lost the container
@@ -136,7 +150,7 @@ def _preempted(state: State, job: Job, at: float) -> None:
     release(state, job, keep=False)
     limit = job.preemption_retries
     if limit is not None and job.preempted_count > limit:
-        job.status = JobStatus.FAILED
+        job.status = FAILED
         job.status_reason = (
             f"Preempted {job.preempted_count} times: preemptionRetriesBeforeTermination "
             f"({limit}) exhausted"
@@ -150,30 +164,38 @@ def release(state: State, job: Job, keep: bool) -> None:
     """Give the attempt's hosts back, or keep them (charged) for a warm pool."""
     if keep:
         job.retained = True
-        if job.status in (JobStatus.SUCCEEDED, JobStatus.FAILED):
+        if job.status in (SUCCEEDED, FAILED):
             state.retained.add(job.job_id)
         return
-    _end_in_use_pool(state, job)
-    env = state.environment_of(job.queue)
+    job_id = job.job_id
+    pool = state.pools.get(job_id)
+    if pool is not None and pool.status is POOL_IN_USE:
+        _end_in_use_pool(pool, job)
+    env = state.queues[job.queue].environment
+    hosts = state.hosts
     for host_id in job.hosts:
-        host = state.hosts.get(host_id)
-        if host is not None and host.holder == job.job_id:
-            state.mark_free(host)
-    state.charge(state.share_key(job), env, -job.count)
+        host = hosts.get(host_id)
+        if host is not None and host.holder == job_id:  # State.mark_free, inlined
+            host.holder = None
+            host.holder_env = None
+            if host.status is HOST_HEALTHY:
+                if host.environment is None:
+                    state.free_unbound.put(host.unit, host_id)
+                else:
+                    state.free_bound.put((host.environment, host.unit), host_id)
+    state.use[(job.queue, job.share, job.unit)] -= job.count  # State.charge, inlined
+    state.env_use[(env, job.unit)] -= job.count
     job.hosts = ()
     job.retained = False
-    state.retained.discard(job.job_id)
+    state.retained.discard(job_id)
 
 
-def _end_in_use_pool(state: State, job: Job) -> None:
+def _end_in_use_pool(pool: WarmPool, job: Job) -> None:
     """The pool this job took ends with it when the job leaves no pool of its own,
     named after how the attempt ended (a fact of the reports, not a rule)."""
-    pool = state.pools.get(job.job_id)
-    if pool is None or pool.status is not WarmPoolStatus.IN_USE:
-        return
-    if job.stop_cause is StopCause.PREEMPTED:
+    if job.stop_cause is STOP_PREEMPTED:
         reason = WarmPoolTerminationReason.CAPACITY_RECLAIMED
-    elif job.stop_cause is StopCause.HOST_LOST or job.failure is FailureClass.INFRASTRUCTURE_ERROR:
+    elif job.stop_cause is STOP_HOST_LOST or job.failure is INFRASTRUCTURE_ERROR:
         reason = WarmPoolTerminationReason.HOST_UNHEALTHY
     else:
         reason = WarmPoolTerminationReason.EXPIRED
@@ -181,13 +203,13 @@ def _end_in_use_pool(state: State, job: Job) -> None:
 
 
 def end_in_use_pool(pool: WarmPool, reason: WarmPoolTerminationReason) -> None:
-    pool.status = WarmPoolStatus.TERMINATED
+    pool.status = POOL_TERMINATED
     pool.termination_reason = reason
     pool.hosts = ()
 
 
 def make_runnable(state: State, job: Job, reason: str) -> None:
-    job.status = JobStatus.RUNNABLE
+    job.status = RUNNABLE
     job.status_reason = reason
     job.hosts = ()
     job.stop_cause = None

@@ -129,7 +129,7 @@ def _reindex(state: State) -> None:
     for job in state.jobs.values():
         key = (job.queue, job.share, job.unit)
         if job.status is JobStatus.RUNNABLE and not job.awaiting_outcome:
-            runnable[key].append((*job.order_key(), job.job_id))  # as `State.enqueue`
+            runnable[key].append(job.queue_entry())  # as `State.enqueue`
         if job.hosts:
             state.charge(key, state.environment_of(job.queue), job.count)
             if job.stop_cause is not None and len(job.ended_hosts) < len(job.hosts):

@@ -42,22 +42,25 @@ class SortedIndex(dict[K, SortedList]):
         changes = self._pending.get(key)
         if changes is None:
             self._pending[key] = {entry: 1}
-        else:
-            changes[entry] = changes.get(entry, 0) + 1
+            return
+        delta = changes.get(entry)
+        changes[entry] = 1 if delta is None else delta + 1
 
     def drop(self, key: K, entry: Any) -> None:
         """`self[key].discard(entry)`, later: removes one copy if there is one."""
         changes = self._pending.get(key)
         if changes is None:
             changes = self._pending[key] = {}  # the key exists from now on, as eagerly
-        delta = changes.get(entry, 0)
+            delta = 0
+        else:
+            delta = changes.pop(entry, 0)
         if delta > 0:  # cancels an addition not yet applied
-            if delta == 1:
-                del changes[entry]
-            else:
+            if delta > 1:
                 changes[entry] = delta - 1
         elif self._listed(key, entry, delta) > -delta:
             changes[entry] = delta - 1
+        elif delta:
+            changes[entry] = delta  # nothing left to remove: as it was
 
     def holds(self, key: K, entry: Any) -> bool:
         """`entry in self[key]`, without applying anything."""

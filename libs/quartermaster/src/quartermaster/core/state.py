@@ -14,6 +14,8 @@ from collections import defaultdict
 from sortedcontainers import SortedList
 
 from quartermaster.core.model import (
+    HOST_HEALTHY,
+    POOL_AVAILABLE,
     Environment,
     Host,
     HostStatus,
@@ -21,7 +23,6 @@ from quartermaster.core.model import (
     Queue,
     Share,
     WarmPool,
-    WarmPoolStatus,
 )
 from quartermaster.core.preemption import victim_order
 from quartermaster.core.sorted_index import SortedIndex
@@ -129,7 +130,7 @@ class State:
         """A host with no holder is free if it is healthy."""
         host.holder = None
         host.holder_env = None
-        if host.status is HostStatus.HEALTHY:
+        if host.status is HOST_HEALTHY:
             if host.environment is None:
                 self.free_unbound.put(host.unit, host.host_id)
             else:
@@ -144,7 +145,10 @@ class State:
 
     def take_host(self, host_id: str, holder: str, env: str) -> None:
         host = self.hosts[host_id]
-        self.not_free(host)
+        if host.environment is None:
+            self.free_unbound.drop(host.unit, host_id)
+        else:
+            self.free_bound.drop((host.environment, host.unit), host_id)
         host.holder = holder
         host.holder_env = env
 
@@ -159,10 +163,10 @@ class State:
 
     # ---- job indexes --------------------------------------------------
     def enqueue(self, job: Job) -> None:
-        self.runnable.put((job.queue, job.share, job.unit), (*job.order_key(), job.job_id))
+        self.runnable.put((job.queue, job.share, job.unit), job.queue_entry())
 
     def dequeue(self, job: Job) -> None:
-        self.runnable.drop((job.queue, job.share, job.unit), (*job.order_key(), job.job_id))
+        self.runnable.drop((job.queue, job.share, job.unit), job.queue_entry())
 
     def add_victim(self, job: Job) -> None:
         self.victims.put((job.queue, job.share, job.unit), victim_order(job))  # ends with the id
@@ -201,4 +205,4 @@ class State:
         if pool_id is None:
             return False
         pool = self.pools.get(pool_id)
-        return pool is not None and pool.status is WarmPoolStatus.AVAILABLE
+        return pool is not None and pool.status is POOL_AVAILABLE
