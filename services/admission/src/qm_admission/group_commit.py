@@ -2,8 +2,10 @@
 
 The writer appends one envelope at a time and waits for it to be folded before
 planning the next (a plan must see this process's own writes). Calls that arrive
-while an append is in flight queue here; the next append plans all of them
-together, so 64 calls in flight cost a few appends instead of 64. Each call is
+while an append is in flight, or while the writer folds it, queue here; the next
+append plans all of them together (the group is taken when the writer plans, not
+before it waits), so 64 calls in flight cost a few appends instead of 64. A lone
+call is planned at once: there is no linger window. Each call is
 answered only once the envelope holding its jobs is durable in the stream, with
 its own outcomes; client tokens, share scope and read-your-writes are those of the
 planner and the writer, unchanged. A group holds at most `max_jobs` jobs and about
@@ -78,11 +80,11 @@ class SubmitGroups:
 
     async def _drain(self) -> None:
         while self._queued:
-            group = self._take()
-            calls = [(call.principal, call.requests) for call in group]
+            group: list[_Call] = []  # taken when first planned (see `_plan`)
             try:
-                written = await self._writer.write(partial(self._plan, group, calls))
+                written = await self._writer.write(partial(self._plan, group))
             except BaseException as err:  # every waiting caller gets the error
+                group = group or self._take()
                 for call in group:
                     if not call.answer.done():
                         call.answer.set_exception(err)
@@ -96,13 +98,18 @@ class SubmitGroups:
                     call.answer.set_result(Written(outcomes, written.seq, written.appended))
 
     async def _plan(
-        self,
-        group: list[_Call],
-        calls: list[tuple[Principal, list[pb.SubmitServiceJobRequest]]],
-        state: State,
-        now: float,
+        self, group: list[_Call], state: State, now: float
     ) -> Plan[list[list[Outcome]]]:
-        """The group's plan; with tracing on, each event names its own caller's trace."""
+        """The group's plan; with tracing on, each event names its own caller's trace.
+
+        The group is taken from the queue on the first try, once the writer holds its
+        lock and has folded its previous append: calls that came in during that wait
+        join this group instead of waiting for the next. A re-plan (fenced, or checked
+        again caught up) plans the same group.
+        """
+        if not group:
+            group.extend(self._take())
+        calls = [(call.principal, call.requests) for call in group]
         plan = await self._planner.plan_group(calls, state, now)
         traced = [call.trace for call in group]
         if not any(traced):
