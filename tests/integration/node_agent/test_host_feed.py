@@ -7,11 +7,18 @@ A restarted agent picks up from its host's newest view and runs nothing twice.
 
 from __future__ import annotations
 
-from node_agent_harness import Cluster, payload
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+import pytest
+from node_agent_harness import UNIT, Cluster, payload
 
 from quartermaster import events as ev
 from quartermaster.bus.feed import feed_stream, feed_subject
 from quartermaster.core import JobStatus
+from quartermaster.eventlog import subjects
 from quartermaster.eventlog.host_feed import decode_view
 from quartermaster.eventlog.host_reader import HostFeedFollower
 
@@ -71,3 +78,42 @@ async def test_a_restarted_agent_resumes_from_its_newest_view(cluster: Cluster) 
         await cluster.until_status("long", JobStatus.FAILED)
     assert len(cluster.reported("long", ev.JobStarting)) == 1
     assert len(cluster.reported("long", ev.JobStopConfirmed)) == 1
+
+
+async def test_the_views_of_a_job_over_several_hosts_are_published_together(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every host's view is in flight before any is acked: the last host of a job does not
+    wait for the others' round trips (published one by one, the peak would be 1)."""
+    hosts = ("h1", "h2", "h3")
+    for host in hosts:
+        registered = ev.HostRegistered(
+            at=time.time(), host_id=host, instance_type=UNIT, gpu_count=0
+        )
+        await cluster.append(subjects.reports(host, cluster.log.prefix), registered)
+    await cluster.relay.flush()
+    await cluster.submit("wide", payload("true"))
+    await cluster.relay.flush()
+    js = cluster.log.js
+    real_publish = js.publish
+    in_flight = peak = 0
+    all_in = asyncio.Event()
+
+    async def publish(*args: Any, **kwargs: Any) -> Any:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        if in_flight == len(hosts):
+            all_in.set()
+        try:
+            with contextlib.suppress(TimeoutError):  # one by one: each waits here alone
+                async with asyncio.timeout(1.0):
+                    await all_in.wait()
+            return await real_publish(*args, **kwargs)
+        finally:
+            in_flight -= 1
+
+    monkeypatch.setattr(js, "publish", publish)
+    await cluster.dispatch("wide", hosts)
+    await cluster.relay.flush()
+    assert peak == len(hosts)

@@ -42,6 +42,7 @@ class HostRelay:
         self._hosts_of: dict[str, set[str]] = {}  # job -> hosts it is a candidate on
         self._published: dict[str, bytes] = {}  # host -> its last view sent (seq 0)
         self._dirty: set[str] = set()
+        self._publishing: set[str] = set()  # hosts whose view is being published
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.published = 0  # views sent (tests, benchmarks)
@@ -64,7 +65,7 @@ class HostRelay:
     async def flush(self, timeout: float = 10.0) -> None:
         """Return once every host marked so far has been published (tests)."""
         async with asyncio.timeout(timeout):
-            while self._dirty or self._wake.is_set():
+            while self._dirty or self._publishing or self._wake.is_set():
                 await asyncio.sleep(0.01)
 
     def _on_message(self, seq: int, subject: str, events: list[AnyEvent]) -> None:
@@ -115,14 +116,30 @@ class HostRelay:
                 self._dirty.clear()
                 continue
             while self._dirty:
-                for host in sorted(self._dirty):
-                    try:
-                        await self._publish(host)
-                    except BusError as err:  # a NATS leader change, mostly: try again
-                        log.warning("host=%s view not published (%s); retrying", host, err)
-                        await asyncio.sleep(0.5)
-                        break
-                    self._dirty.discard(host)
+                await self._publish_marked()
+
+    async def _publish_marked(self) -> None:
+        """Publish every marked host's view at once (acks awaited together, so the last
+        host of a job over many hosts waits for no other host's round trip)."""
+        hosts = sorted(self._dirty)
+        self._dirty.difference_update(hosts)  # marked again meanwhile: published again
+        self._publishing.update(hosts)
+        try:
+            results = await asyncio.gather(
+                *(self._publish(host) for host in hosts), return_exceptions=True
+            )
+        finally:
+            self._publishing.difference_update(hosts)
+        failed = False
+        for host, result in zip(hosts, results, strict=True):
+            if isinstance(result, BusError):  # a NATS leader change, mostly: try again
+                log.warning("host=%s view not published (%s); retrying", host, result)
+                self._dirty.add(host)
+                failed = True
+            elif isinstance(result, BaseException):
+                raise result
+        if failed:
+            await asyncio.sleep(0.5)
 
     async def _publish(self, host_id: str) -> None:
         follower = self._follower
