@@ -1,7 +1,8 @@
 """Runs this host's part of one attempt: launch or adopt, supervise, report how it ended.
 
 Reports, in order: JobStarting, JobRunning, then exactly one of JobSucceeded,
-JobFailed or JobStopConfirmed. The final report is saved in the attempt's
+JobFailed or JobStopConfirmed (JobRunning does not wait for JobStarting's ack: a
+retried JobStarting may land after it, which the fold takes). The final report is saved in the attempt's
 record before it is appended, so a restart appends it again (same msg id)
 instead of guessing.
 """
@@ -90,8 +91,9 @@ class AttemptRunner:
     async def _launch(self, spec: LaunchSpec | LaunchError, timeout_s: int | None) -> None:
         # The record is durable before anything starts, so that a restart never launches
         # it again. JobStarting guards nothing the restart reads (one that finds no record
-        # launches, and nothing ran yet): it goes out at the same time, and its ack is
-        # awaited only before the next report, which keeps the reports in order.
+        # launches, and nothing ran yet): it goes out at the same time. JobRunning does
+        # not wait for its ack either: the fold takes the two in either order (a
+        # JobStarting after JobRunning changes nothing). A final report waits for it.
         starting = asyncio.ensure_future(
             self._reporter.report(self._event(ev.JobStarting), self.trace)
         )
@@ -124,11 +126,10 @@ class AttemptRunner:
             raise
         self._log("started (pid %s)", job.pid)
         try:
-            await starting
+            running_at = await self._report_running(job.start_phases, starting, pid=job.pid)
         except PermanentBusError:  # the log refuses this host's reports: undo the start
             await self._stop_job(job)
             raise
-        running_at = await self._report_running(job.start_phases, pid=job.pid)
         await self._supervise(job, running_at, timeout_s)
 
     async def adopt(self, timeout_s: int | None, running_at: float | None) -> None:
@@ -230,17 +231,23 @@ class AttemptRunner:
 
     # ---- reports and the record -------------------------------------------------
     async def _report_running(
-        self, start_phases: ev.StartPhases | None = None, **record: object
+        self,
+        start_phases: ev.StartPhases | None = None,
+        starting: asyncio.Future[int] | None = None,
+        **record: object,
     ) -> float:
-        """Save where the job runs (`record`: its pid) and when, in one write, and report.
+        """Save where the job runs (`record`: its pid) and when, in one write, and report;
+        returns once both are done, and `starting` (JobStarting's report) too.
 
-        Both at once: the write guards nothing the report says. A restart that finds
+        All at once: the write guards nothing the report says. A restart that finds
         no pid in the record finds the part by its attempt (`JobRuntime.adopt`), and
         one that finds no `running_at` reports JobRunning again (same msg id).
         """
         event = self._event(ev.JobRunning, start_phases=start_phases)
         await asyncio.gather(
-            self._save(running_at=event.at, **record), self._reporter.report(event, self.trace)
+            self._save(running_at=event.at, **record),
+            self._reporter.report(event, self.trace),
+            *([] if starting is None else [starting]),
         )
         if self._on_running is not None:
             self._on_running(event)
