@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
 import statistics
 import tempfile
 import threading
@@ -112,8 +111,9 @@ class Hops:
         parts = stack.stack.parts
         parts["scheduler"].follower.listen(self._on_scheduler)
         for part in parts.values():
-            if isinstance(part, NodeAgent) and part.read_side is not None:
-                part.read_side.listen(self._agent_listener(part))
+            read_side = getattr(part, "read_side", None)  # None: an agent older than it
+            if isinstance(part, NodeAgent) and read_side is not None:
+                read_side.listen(self._agent_listener(part))
 
     def _mark(self, job_id: str, hop: str, at: float | None = None) -> None:
         self._marks.setdefault(job_id, {}).setdefault(hop, time.time() if at is None else at)
@@ -122,6 +122,7 @@ class Hops:
         self._pending[name] = {"call": time.time()}
 
     def submitted(self, name: str, job_id: str) -> None:
+        self._pending.setdefault(name, {})["returned"] = time.time()
         self._ids[name] = job_id
         self._names[job_id] = name
         for hop, at in self._pending.pop(name, {}).items():
@@ -155,22 +156,32 @@ class Hops:
     def print(self) -> None:
         """Each hop's share of the path: ms since the previous hop, min/median/max."""
         rows = [m for job_id, m in self._marks.items() if job_id in self._names]
-        complete = [m for m in rows if all(hop in m for hop, _ in HOPS)]
-        print(f"per-hop timeline (ms since the previous hop; {len(complete)} jobs):")
-        for (previous, _), (hop, what) in itertools.pairwise(HOPS):
-            gaps = [(m[hop] - m[previous]) * 1e3 for m in complete]
+        print(f"per-hop timeline (ms since the previous hop; {len(rows)} jobs):")
+        for index, (hop, what) in enumerate(HOPS[1:], start=1):
+            gaps = []
+            for m in rows:  # from the nearest earlier hop the row has (older code: fewer)
+                earlier = [h for h, _ in HOPS[:index] if h in m]
+                if hop in m and earlier:
+                    gaps.append((m[hop] - m[earlier[-1]]) * 1e3)
             if gaps:
                 print(
                     f"  {hop:<22} min {min(gaps):6.2f}  median {statistics.median(gaps):6.2f}"
                     f"  max {max(gaps):6.2f}   {what}"
                 )
+        returned = [(m["returned"] - m["call"]) * 1e3 for m in rows if "returned" in m]
+        if returned:
+            print(
+                f"  (the submit call returned {min(returned):.2f} / "
+                f"{statistics.median(returned):.2f} / {max(returned):.2f} ms after the call)"
+            )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--latency-only", action="store_true", help="the latency case alone")
-    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--rounds", type=int, default=None, help="jobs per latency run")
+    parser.add_argument("--runs", type=int, default=3, help="latency runs")
     args = parser.parse_args()
     rounds = args.rounds or (10 if args.quick else 30)
     with tempfile.TemporaryDirectory() as tmp:
@@ -197,21 +208,29 @@ def main() -> None:
             )  # first launch imports the wrapper
             changes.wait(warm.job_id, pb.JOB_STATUS_SUCCEEDED)
             hops = Hops(stack)
-            latencies = []
-            for i in range(rounds):
-                t0 = time.perf_counter()
-                hops.call(f"lat{i}")
-                j = queue.submit(job("exit 0"), job_name=f"lat{i}", quota_share_name="A")
-                hops.submitted(f"lat{i}", j.job_id)
-                running = changes.wait(j.job_id, pb.JOB_STATUS_RUNNING)
-                latencies.append(running.perf - t0)
-                hops.saw_running(j.job_id, running.wall)
-                changes.wait(j.job_id, pb.JOB_STATUS_SUCCEEDED)
+            medians = []
+            for run in range(args.runs):
+                latencies = []
+                for i in range(rounds):
+                    name = f"lat{run}x{i}"
+                    t0 = time.perf_counter()
+                    hops.call(name)
+                    j = queue.submit(job("exit 0"), job_name=name, quota_share_name="A")
+                    hops.submitted(name, j.job_id)
+                    running = changes.wait(j.job_id, pb.JOB_STATUS_RUNNING)
+                    latencies.append(running.perf - t0)
+                    hops.saw_running(j.job_id, running.wall)
+                    changes.wait(j.job_id, pb.JOB_STATUS_SUCCEEDED)
+                medians.append(statistics.median(latencies) * 1e3)
+                print(
+                    f"submit->RUNNING on an idle stack, run {run + 1}:"
+                    f" min {min(latencies) * 1e3:.1f} ms  p50 {medians[-1]:.1f} ms"
+                    f"  p90 {pct(latencies, 0.9) * 1e3:.1f} ms  max {max(latencies) * 1e3:.1f} ms"
+                    f"  (n={rounds})"
+                )
             print(
-                f"submit->RUNNING on an idle stack: min {min(latencies) * 1e3:.1f} ms"
-                f"  p50 {statistics.median(latencies) * 1e3:.1f} ms"
-                f"  p90 {pct(latencies, 0.9) * 1e3:.1f} ms  max {max(latencies) * 1e3:.1f} ms"
-                f"  (n={rounds})"
+                f"submit->RUNNING p50 over {args.runs} runs: min {min(medians):.1f}"
+                f"  median {statistics.median(medians):.1f}  max {max(medians):.1f} ms"
             )
             hops.print()
             if args.latency_only:
