@@ -5,7 +5,8 @@ second: the arrivals (JobSubmitted), the node agents' reports due (JobStarting a
 JobRunning a second after dispatch, JobSucceeded or JobFailed when the attempt ends),
 a ClockTicked, then the pass to its fixpoint (dispatches, retries, warm pools opened,
 taken and expired). A third of the jobs keep their hosts warm, one in ten runs on two
-hosts, one in twenty fails its first attempt (and is retried). No randomness: the same
+hosts, one in twenty fails its first attempt (and is retried); every job has a runtime
+limit (a deadline while it runs). No randomness: the same
 arguments give the same log.
 """
 
@@ -69,6 +70,7 @@ def submitted(j: int, at: float, shares: int) -> ev.JobSubmitted:
         instance_count=2 if j % 10 == 9 else 1,
         scheduling_priority=(j * 31) % 10,
         retry_attempts=2,
+        max_runtime_seconds=24 * 3600,  # SageMaker's StoppingCondition: every job has one
         keep_alive_seconds=30 if warm else 0,
         warm_pool_key=WARM_KEY if warm else ev.WarmPoolKey(),
         payload='{"TrainingJobName": "bench", "AlgorithmSpecification": {"TrainingImage": "x"}}',

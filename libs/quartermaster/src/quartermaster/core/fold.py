@@ -441,18 +441,20 @@ def _running(state: State, e: ev.JobRunning) -> None:
     if job is None or e.host not in job.hosts:
         return
     job.started = True
-    if job.status in (SCHEDULED, STARTING):
+    status = job.status
+    if status is SCHEDULED or status is STARTING:
         job.status = RUNNING
-        job.running_at = e.at
-        job.attempts[-1].started_at = e.at
-        job.attempts[-1].start_phases = e.start_phases
+        job.running_at = at = e.at
+        attempt = job.attempts[-1]
+        attempt.started_at = at
+        attempt.start_phases = e.start_phases
         if job.stop_cause is None:
             state.set_deadline(job)
 
 
 @_on(ev.JobSucceeded)
 def _succeeded(state: State, e: ev.JobSucceeded) -> None:
-    lifecycle.host_ended(state, e.job_id, e.attempt, e.host, e.at, exit_code=e.exit_code)
+    lifecycle.host_ended(state, e.job_id, e.attempt, e.host, e.at, e.exit_code)
 
 
 @_on(ev.JobFailed)

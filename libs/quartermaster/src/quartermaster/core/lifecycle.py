@@ -23,7 +23,7 @@ from quartermaster.core.model import (
     WarmPool,
 )
 from quartermaster.core.preemption import victim_order
-from quartermaster.core.state import State
+from quartermaster.core.state import DEADLINES, State
 from quartermaster.events import FailureClass, WarmPoolTerminationReason
 
 RECENT_PREEMPTIONS = 10
@@ -96,7 +96,9 @@ def _finalize(state: State, job: Job, at: float) -> None:
     """Every host of the attempt has ended: decide what the job becomes."""
     key = (job.queue, job.share, job.unit)
     state.victims.drop(key, victim_order(job))  # State.drop_victim, inlined
-    state.clear_deadline(job)
+    deadline = job.deadline()  # State.clear_deadline, inlined
+    if deadline is not None:
+        state.timeline.drop(DEADLINES, (deadline, job.job_id))
     cause = job.stop_cause
     if cause is not None:
         state.stopping[key] -= job.count
