@@ -7,14 +7,24 @@ Prints jobs/s min/median/max over the runs and the CPU per supervised attempt
 `true`), and this process's own CPU per job (the whole stack runs in it).
 Asserts nothing.
 
-    python bench/short_jobs_bench.py [--jobs 1000] [--runs 3]
+`--folds shared,separate` compares one fold of the log for the whole stack
+(`qm up`'s default) with one per service, alternating a fresh stack of each
+kind per run, so both see the same machine load. `--profile N` profiles the
+stack's loop (cProfile) during the runs and prints the N functions with the
+most own time, as shares of the loop's profiled time.
+
+    python bench/short_jobs_bench.py [--jobs 1000] [--runs 3] [--folds shared]
+        [--profile 25]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import cProfile
+import io
 import os
+import pstats
 import statistics
 import tempfile
 import threading
@@ -71,14 +81,35 @@ def own_cpu() -> float:
     return times.user + times.system
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--jobs", type=int, default=1000)
-    parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args()
+class Figures:
+    def __init__(self) -> None:
+        self.rates: list[float] = []
+        self.child_ms: list[float] = []
+        self.own_ms: list[float] = []
+        self.passes: list[float] = []  # scheduler passes per job
+        self.transactions: list[float] = []  # projection transactions per job
+
+
+async def _profiling(profile: cProfile.Profile, on: bool) -> None:
+    """Run in the stack's loop thread: cProfile sees only the thread that enables it."""
+    if on:
+        profile.enable()
+    else:
+        profile.disable()
+
+
+def one_stack(
+    shared: bool, run: int, jobs: int, figures: Figures, profile: cProfile.Profile | None
+) -> None:
+    """A fresh stack (one fold or one per service), a warm-up, then one timed run."""
     with tempfile.TemporaryDirectory() as tmp:
         settings = StackSettings(
-            data_dir=Path(tmp), nodes=HOSTS, grpc_port=0, gpus_per_node=0, stop_grace_seconds=5
+            data_dir=Path(tmp),
+            nodes=HOSTS,
+            grpc_port=0,
+            gpus_per_node=0,
+            stop_grace_seconds=5,
+            shared_fold=shared,
         )
         with StackThread(settings) as stack:
             client = Quartermaster(stack.address, credentials_dir=stack.credentials_dir)
@@ -88,24 +119,74 @@ def main() -> None:
             client.create_quota_share("q", "A", {UNIT: HOSTS}, "LEND_AND_BORROW")
             queue = TrainingQueue("q", client)
             run_once(client, queue, -1, HOSTS * 2)  # warm-up: hosts registered, paths hot
-            rates, child_ms, own_ms = [], [], []
-            for run in range(args.runs):
-                child0, own0 = children_cpu(), own_cpu()
-                seconds = run_once(client, queue, run, args.jobs)
-                rates.append(args.jobs / seconds)
-                child_ms.append((children_cpu() - child0) / args.jobs * 1e3)
-                own_ms.append((own_cpu() - own0) / args.jobs * 1e3)
-                print(
-                    f"run {run}: {args.jobs} jobs in {seconds:.1f} s = {rates[-1]:.1f} jobs/s;"
-                    f" CPU per supervised attempt {child_ms[-1]:.1f} ms;"
-                    f" stack CPU per job {own_ms[-1]:.1f} ms",
-                    flush=True,
-                )
+            child0, own0 = children_cpu(), own_cpu()
+            scheduler, projector = stack.stack.parts["scheduler"], stack.stack.parts["projector"]
+            passes0, transactions0 = scheduler.passes, projector.transactions
+            if profile is not None:
+                stack.run(_profiling(profile, True))
+            seconds = run_once(client, queue, run, jobs)
+            if profile is not None:
+                stack.run(_profiling(profile, False))
+            figures.rates.append(jobs / seconds)
+            figures.child_ms.append((children_cpu() - child0) / jobs * 1e3)
+            figures.own_ms.append((own_cpu() - own0) / jobs * 1e3)
+            figures.passes.append((scheduler.passes - passes0) / jobs)
+            figures.transactions.append((projector.transactions - transactions0) / jobs)
+            print(
+                f"run {run} ({fold_name(shared)} fold): {jobs} jobs in {seconds:.1f} s"
+                f" = {figures.rates[-1]:.1f} jobs/s;"
+                f" CPU per supervised attempt {figures.child_ms[-1]:.1f} ms;"
+                f" stack CPU per job {figures.own_ms[-1]:.1f} ms;"
+                f" per job: {figures.passes[-1]:.2f} passes,"
+                f" {figures.transactions[-1]:.2f} projection transactions",
+                flush=True,
+            )
             client.close()
-    print(f"{args.jobs} x `true` on {HOSTS} hosts, {args.runs} runs:")
-    print(f"  jobs/s                       {summary(rates, '.1f')}")
-    print(f"  CPU per supervised attempt   {summary(child_ms, '.1f')} ms")
-    print(f"  stack CPU per job (in-proc)  {summary(own_ms, '.1f')} ms")
+
+
+def fold_name(shared: bool) -> str:
+    return "shared" if shared else "separate"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--folds", default="shared", help="shared, separate or both, in order")
+    parser.add_argument("--profile", type=int, default=0, help="print the top N of the loop")
+    args = parser.parse_args()
+    kinds = [kind.strip() == "shared" for kind in args.folds.split(",")]
+    figures = {shared: Figures() for shared in kinds}
+    profiles = {shared: cProfile.Profile() for shared in kinds} if args.profile else {}
+    for run in range(args.runs):
+        for shared in kinds:
+            one_stack(shared, run, args.jobs, figures[shared], profiles.get(shared))
+    for shared in kinds:
+        f = figures[shared]
+        print(f"{args.jobs} x `true` on {HOSTS} hosts, {args.runs} runs, {fold_name(shared)} fold:")
+        print(f"  jobs/s                       {summary(f.rates, '.1f')}")
+        print(f"  CPU per supervised attempt   {summary(f.child_ms, '.1f')} ms")
+        print(f"  stack CPU per job (in-proc)  {summary(f.own_ms, '.1f')} ms")
+        print(f"  scheduler passes per job     {summary(f.passes, '.2f')}")
+        print(f"  projection transactions/job  {summary(f.transactions, '.2f')}")
+    for shared, profile in profiles.items():
+        print(f"stack loop profile, {fold_name(shared)} fold (own time, share of the total):")
+        print(top_functions(profile, args.profile))
+
+
+def top_functions(profile: cProfile.Profile, count: int) -> str:
+    stats = pstats.Stats(profile, stream=io.StringIO())
+    entries = stats.stats  # type: ignore[attr-defined]
+    total = sum(own for _, _, own, _, _ in entries.values()) or 1.0
+    ranked = sorted(entries.items(), key=lambda item: item[1][2], reverse=True)[:count]
+    lines = []
+    for (path, line, name), (_, calls, own, cumulative, _) in ranked:
+        where = f"{'/'.join(path.split('/')[-2:])}:{line}({name})"
+        lines.append(
+            f"  {100 * own / total:5.1f}%  own {own:6.2f} s  cum {cumulative:6.2f} s"
+            f"  calls {calls:>8}  {where}"
+        )
+    return "\n".join(lines)
 
 
 def summary(values: list[float], fmt: str) -> str:

@@ -231,6 +231,8 @@ class Stack:
     async def stop_part(self, name: str) -> None:
         stopper = self._stoppers.pop(name, None)
         self.parts.pop(name, None)
+        if name == "admission":
+            self.parts.pop("projector", None)
         self._logs.pop(name, None)
         self._positions.pop(name, None)
         self._positions.pop("projector" if name == "admission" else name, None)
@@ -404,6 +406,7 @@ class Stack:
         feed = None if self.fold is None else self.fold.share
         projecting = self._task("projector", projector.run(event_log, feed=feed), event_log)
         self.parts["admission"] = server
+        self.parts["projector"] = projector
 
         async def stop() -> None:
             await stop_server(server, 1.0)

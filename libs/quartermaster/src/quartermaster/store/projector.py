@@ -177,6 +177,7 @@ class Projector:
         self._group = group  # most log messages folded into one transaction
         self._interval = interval  # under load, at most one transaction this often
         self._last_write = -interval  # loop time the last transaction began
+        self.transactions = 0  # committed (benchmarks)
         self._folded = 0  # last seq folded into `state`
         self._committed = 0  # last seq known to be in the tables
         self._pending: rows.Writes | None = None  # folded, not yet committed
@@ -297,6 +298,7 @@ class Projector:
             if _cancelling():  # the clean-up of a cancelled write failed: stay cancelled
                 raise asyncio.CancelledError from err
             raise store_error(err, f"write projection {self.name} at seq {writes.seq}") from err
+        self.transactions += 1
         if written:
             self._written.update(writes.remember)
             for key in writes.forget:
