@@ -7,9 +7,10 @@ Prints jobs/s min/median/max over the runs and the CPU per supervised attempt
 `true`), and this process's own CPU per job (the whole stack runs in it).
 Asserts nothing.
 
-`--folds shared,separate` compares one fold of the log for the whole stack
-(`qm up`'s default) with one per service, alternating a fresh stack of each
-kind per run, so both see the same machine load. `--profile N` profiles the
+`--folds shared,separate` compares `qm up`'s default (one fold of the log for
+the whole stack, projection transactions gathered under load) with the path
+before it (one fold per service, a transaction per message run), alternating
+a fresh stack of each kind per run, so both see the same machine load. `--profile N` profiles the
 stack's loop (cProfile) during the runs and prints the N functions with the
 most own time, as shares of the loop's profiled time.
 
@@ -110,6 +111,7 @@ def one_stack(
             gpus_per_node=0,
             stop_grace_seconds=5,
             shared_fold=shared,
+            projection_interval_seconds=0.02 if shared else 0.0,
         )
         with StackThread(settings) as stack:
             client = Quartermaster(stack.address, credentials_dir=stack.credentials_dir)

@@ -107,3 +107,23 @@ async def test_a_fold_behind_the_projection_writes_nothing_twice(
         assert await count(pg_pool, audit) == audited + len(history.messages[-1][1])
     finally:
         await fold.stop()
+
+
+async def test_messages_arriving_within_the_interval_share_one_transaction(
+    jetstream_log: JetStreamLog, pg_pool: Any, schema_name: str
+) -> None:
+    history = seed_history()
+    first = await append_all(jetstream_log, history.messages[:1])
+    fold = LogFollower(jetstream_log)
+    await fold.start()
+    projector = Projector(pg_pool, schema_name, interval=5.0)
+    try:
+        async with fed(projector, jetstream_log, fold):
+            await projector.wait_for(first, timeout=20)
+            assert projector.transactions == 1  # idle: the first message alone
+            last = await append_all(jetstream_log, history.messages[1:])
+            await projector.wait_for(last, timeout=20)
+            assert projector.transactions == 2  # the rest, within 5 s of it: one more
+            await assert_tables_match(pg_pool, schema_name, history.w.state)
+    finally:
+        await fold.stop()

@@ -385,7 +385,11 @@ class Stack:
 
     async def _admission(self) -> Stopper:
         event_log = await self._connect("admission")
-        projector = Projector(self._pool, self.settings.pg_schema)
+        projector = Projector(
+            self._pool,
+            self.settings.pg_schema,
+            interval=self.settings.projection_interval_seconds,
+        )
         await projector.prepare()
         read_model = ReadModel(self._pool, self.settings.pg_schema)
         follower = self._share(event_log) or LogFollower(event_log)
