@@ -20,6 +20,7 @@ from quartermaster.core import State, decide, fold
 from quartermaster.core.incremental import PassMemo
 from quartermaster.core.model import JobStatus
 from quartermaster.eventlog.long_lived import freeze_long_lived
+from quartermaster.testing.histories import realistic_log
 
 UNIT = "ml.g5.xlarge"
 STRATEGIES = ["LEND_AND_BORROW", "LEND", "RESERVE", "LEND_AND_BORROW"]
@@ -95,13 +96,13 @@ def pct(values: list[float], p: float) -> float:
 
 
 def bench_fold(jobs: int, runs: int = 3, against: str | None = None) -> None:
-    """Fold throughput over a realistic log (`fold_mix`: what the real pass and node
+    """Fold throughput over a realistic log (`testing.histories`: what the real pass and node
     agents write for `jobs` jobs), in CPU events/s (the machine is shared: CPU time is
     the steadier figure), over `runs` folds: the decoded list in memory, and decoding
     each event from msgpack as a log reader does. With `against` (a git revision), that
     revision's library is measured too, one run each in turn, in child processes."""
     t = time.perf_counter()
-    log = fold_mix.realistic_log(jobs)
+    log = realistic_log(jobs)
     mix = Counter(type(e).__name__ for e in log)
     print(
         f"fold: {len(log):,} events of {jobs:,} jobs (written in {time.perf_counter() - t:.0f} s; "
