@@ -102,7 +102,7 @@ def realistic_log(jobs: int, shares: int = 20, hosts: int = 1000) -> list[ev.Eve
                 if isinstance(decision, ev.JobDispatched):
                     _reports(decision, second, due, failed_once)
                 elif isinstance(decision, ev.JobPreemptionRequested):
-                    hosts = state.jobs[decision.job_id].hosts
+                    stopping = state.jobs[decision.job_id].hosts
                     due[second + 1] += [
                         ev.JobStopConfirmed(
                             at=second + 1,
@@ -111,7 +111,7 @@ def realistic_log(jobs: int, shares: int = 20, hosts: int = 1000) -> list[ev.Eve
                             host=host,
                             exit_code=143,
                         )
-                        for host in hosts
+                        for host in stopping
                     ]
         second += 1
     return log
