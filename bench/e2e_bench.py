@@ -11,8 +11,8 @@ the grace period is not part of the figure). Asserts nothing.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -21,11 +21,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
+import grpc
+
 from qm_node_agent.agent import NodeAgent
 from quartermaster import events as ev
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.client import Quartermaster, TrainingQueue, training_job
-from quartermaster.client.connection import QuartermasterError
 from quartermaster_stack.settings import StackSettings
 from quartermaster_stack.thread import StackThread
 
@@ -59,21 +60,37 @@ class QueueWatch:
         self._seen: dict[tuple[str, int], Seen] = {}
         self._changed = threading.Condition()
         self._client = Quartermaster(stack.address, credentials_dir=stack.credentials_dir)
+        self._closed = False
         threading.Thread(target=self._follow, args=(queue,), daemon=True).start()
         time.sleep(0.5)  # subscribed (changes from then on)
 
     def _follow(self, queue: str) -> None:
-        with contextlib.suppress(QuartermasterError):  # the channel closes at the end
-            for change in self._client.watch(job_queue=queue, timeout=3600):
-                seen = Seen(time.perf_counter(), time.time())
-                with self._changed:
-                    self._seen.setdefault((change.job_id, change.status), seen)
-                    self._changed.notify_all()
+        """Resumes after the last change seen if the stream breaks (say why, on stderr)."""
+        after = 0
+        while True:
+            request = pb.WatchServiceJobsRequest(job_queue=queue, after_sequence=after)
+            try:
+                for change in self._client.jobs.WatchServiceJobs(request, timeout=3600):
+                    seen = Seen(time.perf_counter(), time.time())
+                    after = max(after, change.sequence)
+                    with self._changed:
+                        self._seen.setdefault((change.job_id, change.status), seen)
+                        self._changed.notify_all()
+            except grpc.RpcError as err:
+                if self._closed or err.code() is grpc.StatusCode.CANCELLED:
+                    return  # the channel closed at the end
+                print(f"queue watch broke ({err.code().name}); resuming", file=sys.stderr)
+                time.sleep(0.1)
+
+    def close(self) -> None:
+        self._closed = True
+        self._client.close()
 
     def wait(self, job_id: str, status: int, timeout: float = 60) -> Seen:
         with self._changed:
             if not self._changed.wait_for(lambda: (job_id, status) in self._seen, timeout):
-                raise TimeoutError(job_id)
+                seen = sorted(s for (j, s) in self._seen if j == job_id)
+                raise TimeoutError(f"{job_id}: status {status} not seen (seen: {seen})")
             return self._seen[(job_id, status)]
 
 
@@ -233,6 +250,7 @@ def main() -> None:
                 f"  median {statistics.median(medians):.1f}  max {max(medians):.1f} ms"
             )
             hops.print()
+            changes.close()
             if args.latency_only:
                 c.close()
                 return
