@@ -2,9 +2,9 @@
 
 Reports, in order: JobStarting, JobRunning, then exactly one of JobSucceeded,
 JobFailed or JobStopConfirmed (JobRunning does not wait for JobStarting's ack: a
-retried JobStarting may land after it, which the fold takes). The final report is saved in the attempt's
-record before it is appended, so a restart appends it again (same msg id)
-instead of guessing.
+retried JobStarting may land after it, which the fold takes). The final report
+is saved in the attempt's record before it is appended, so a restart appends it
+again (same msg id) instead of guessing.
 """
 
 from __future__ import annotations
