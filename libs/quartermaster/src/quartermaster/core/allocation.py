@@ -259,12 +259,14 @@ class UnitPass(CapacityView):
     def _candidates(self, shares: Iterable[str]) -> list[Job]:
         """Running jobs of these shares, in `preemption.victim_order`: the index holds
         each job's order key (it ends with the job id), so the keys are sorted, not the jobs."""
-        entries = []
-        for share in shares:
-            for entry in self.state.victims.get((self.queue, share, self.unit), ()):
-                if entry[-1] not in self.victimised:
-                    entries.append(entry)
-        entries.sort()
+        victims, taken = self.state.victims, self.victimised
+        entries = [
+            entry
+            for share in shares
+            for entry in victims.get((self.queue, share, self.unit), ())
+            if entry[-1] not in taken
+        ]
+        entries.sort()  # one share's are sorted already: a single run
         jobs = self.state.jobs
         return [jobs[entry[-1]] for entry in entries]
 

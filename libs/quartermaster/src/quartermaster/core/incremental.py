@@ -32,8 +32,9 @@ from quartermaster.core.state import State
 
 # (queue version, configuration version, environment use, pools version, free hosts)
 Inputs = tuple[int, int, int, int, int]
-# The same, and whether the pass stays quiet with fewer free hosts (nothing stopping).
-Quiet = tuple[int, int, int, int, int, bool]
+# All but the free hosts; the free hosts; whether the pass stays quiet with fewer of
+# them (nothing of the queue stopping in that unit).
+Quiet = tuple[tuple[int, int, int, int], int, bool]
 UnitKey = tuple[str, str]  # (queue, unit)
 KEPT = 4  # quiet inputs kept per unit pass: a host that comes free and is taken again
 # in the same pass leaves the later queues where they were, so the inputs recur
@@ -68,11 +69,13 @@ class PassMemo:
     def quiet(self, key: UnitKey, inputs: Inputs) -> bool:
         """Did this unit pass decide nothing with these inputs, or with these and more
         free hosts while nothing of its queue was stopping?"""
-        free = inputs[4]
-        for seen in self._quiet.get(key, ()):
-            if seen[:4] == inputs[:4] and (seen[4] == free or (seen[5] and free < seen[4])):
-                self.skipped += 1
-                return True
+        kept = self._quiet.get(key)
+        if kept:
+            rest, free = inputs[:4], inputs[4]
+            for seen_rest, seen_free, fewer_too in kept:
+                if seen_rest == rest and (seen_free == free or (fewer_too and free < seen_free)):
+                    self.skipped += 1
+                    return True
         self.run += 1
         return False
 
@@ -81,9 +84,9 @@ class PassMemo:
             self._quiet.pop(key, None)
             return
         kept = self._quiet.setdefault(key, [])
-        if kept and kept[0][:2] != inputs[:2]:  # its own or the configuration changed
+        if kept and kept[0][0][:2] != inputs[:2]:  # its own or the configuration changed
             kept.clear()
-        kept.append((*inputs, not self._stopping(*key)))
+        kept.append((inputs[:4], inputs[4], not self._stopping(*key)))
         if len(kept) > KEPT:
             del kept[0]
 

@@ -57,6 +57,9 @@ def misfit(state: State, job: Job) -> Misfit | None:
             f"{ENV_MAX} - needs {job.count} x {job.unit}; the service environment allows {env_max}"
         )
         return Misfit(text, job.count, env_max)
+    share = state.shares.get((job.queue, job.share))
+    if share is not None and job.count <= share.own(job.unit):
+        return None  # a share can always hold its own limit: no need to sum its peers
     most = most_share_can_hold(state, job.queue, job.share, job.unit)
     if job.count > most:
         text = (
