@@ -1,34 +1,46 @@
 """Durable submissions against their baselines, measured in the same run (issue #10 item 3).
 
-Prints, each over several rounds (min/median/max):
+Prints, each over several rounds (min/median/max), for each set of parts (`--parts`):
 - a no-op unary gRPC call (health Check on the same admission server, through the same
   TLS, token and interceptors) and durable SubmitServiceJob, sequential and 64 in
   flight, with the ratio submit / no-op;
+- a lone call's latency (1 in flight, p50 per round) of both, and the time the lone
+  submit spent in group commit (queued, planned, appended, acked), which must hold no
+  linger window;
 - bulk SubmitServiceJobs (1000 jobs per call) in jobs/s against raw nats-py
   `publish_async` of one job-sized message per job to a JetStream stream on the same
   nats-server, with the ratio.
 
+Parts: `all` is `qm up` (scheduler, warm pool, admission and projector on one asyncio
+loop, beside this client); `admission` stops the scheduler and warm pool first, so the
+process holds what `qm-admission` runs on its own (gRPC, log follower, projector).
+The client runs in this process either way (a Python client's CPU shares the GIL).
+
 Jobs go to a share whose instance type no host has, so the figures are admission's
 (durable append, group commit) and not scheduling's. Asserts nothing.
 
-    python bench/submit_bench.py [--rounds 3] [--calls 1000] [--insecure]
+    python bench/submit_bench.py [--rounds 3] [--calls 1000] [--insecure] [--parts all,admission]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import statistics
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import grpc
 import nats
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from qm_admission.group_commit import SubmitGroups
 from quartermaster import events as ev
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.api.qm.v1 import quartermaster_pb2_grpc as rpc
@@ -58,17 +70,94 @@ def channel(address: str, credentials_dir: Path | None, insecure: bool) -> grpc.
     return grpc.aio.secure_channel(address, grpc.composite_channel_credentials(tls, token))
 
 
-async def rate(calls: int, in_flight: int, one: Callable[[int], Awaitable[object]]) -> float:
-    """Calls per second with `in_flight` callers sharing `calls` calls."""
+async def rate(
+    calls: int,
+    in_flight: int,
+    one: Callable[[int], Awaitable[object]],
+    latencies: list[float] | None = None,
+) -> float:
+    """Calls per second with `in_flight` callers sharing `calls` calls (each call's
+    seconds appended to `latencies` when given)."""
     counter = iter(range(calls))
 
     async def caller() -> None:
         for i in counter:
+            started = time.perf_counter()
             await one(i)
+            if latencies is not None:
+                latencies.append(time.perf_counter() - started)
 
     began = time.perf_counter()
     await asyncio.gather(*(caller() for _ in range(in_flight)))
     return calls / (time.perf_counter() - began)
+
+
+class CpuMeter:
+    """CPU seconds used since `start()` by this process (client and stack) and by the
+    stack's servers (nats-server, Postgres and its backends: every process whose command
+    line names the stack's data dir, and their children); read from /proc. On a loaded
+    machine a steadier figure than rates."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self._data_dir = str(data_dir)
+        self._tick = os.sysconf("SC_CLK_TCK")
+        self._began = (0.0, 0.0)
+
+    def _now(self) -> tuple[float, float]:
+        parents: dict[int, int] = {}
+        seconds: dict[int, float] = {}
+        roots: set[int] = set()
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError):
+                stat = (entry / "stat").read_text()
+                fields = stat[stat.rindex(")") + 2 :].split()
+                pid = int(entry.name)
+                parents[pid] = int(fields[1])
+                seconds[pid] = (int(fields[11]) + int(fields[12])) / self._tick
+                if self._data_dir in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    roots.add(pid)
+        servers = 0.0
+        for pid, spent in seconds.items():
+            ancestor, hops = pid, 0
+            while ancestor > 1 and ancestor not in roots and hops < 64:
+                ancestor, hops = parents.get(ancestor, 0), hops + 1
+            if ancestor in roots and pid != os.getpid():
+                servers += spent
+        return seconds.get(os.getpid(), 0.0), servers
+
+    def start(self) -> None:
+        self._began = self._now()
+
+    def used(self) -> tuple[float, float]:
+        own, servers = self._now()
+        return own - self._began[0], servers - self._began[1]
+
+
+class GroupCommitTimer:
+    """Seconds each SubmitServiceJob spends in `SubmitGroups.submit`, while installed
+    (the bench runs admission in this process, so it can time that one method)."""
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+        self._original = SubmitGroups.submit
+
+    def __enter__(self) -> GroupCommitTimer:
+        original, seconds = self._original, self.seconds
+
+        async def timed(groups: SubmitGroups, requests: list[pb.SubmitServiceJobRequest]) -> Any:
+            started = time.perf_counter()
+            try:
+                return await original(groups, requests)
+            finally:
+                seconds.append(time.perf_counter() - started)
+
+        SubmitGroups.submit = timed  # type: ignore[method-assign,assignment]
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        SubmitGroups.submit = self._original  # type: ignore[method-assign]
 
 
 def submit_request(name: str) -> pb.SubmitServiceJobRequest:
@@ -94,10 +183,10 @@ async def raw_publish_rate(nats_url: str, messages: int, size: int) -> float:
         await nc.close()
 
 
-def show(label: str, values: list[float], unit: str) -> None:
+def show(label: str, values: list[float], unit: str, form: str = ",.0f") -> None:
     print(
-        f"{label:<52} min {min(values):>9,.0f}  median {statistics.median(values):>9,.0f}"
-        f"  max {max(values):>9,.0f} {unit}"
+        f"{label:<52} min {min(values):>9{form}}  median {statistics.median(values):>9{form}}"
+        f"  max {max(values):>9{form}} {unit}"
     )
 
 
@@ -109,15 +198,19 @@ def ratio(label: str, numerator: list[float], denominator: list[float]) -> None:
     )
 
 
-async def measure(stack: StackThread, rounds: int, calls: int, insecure: bool) -> None:
+async def measure(
+    stack: StackThread, label: str, rounds: int, calls: int, insecure: bool
+) -> dict[str, list[float]]:
+    """Every figure of one set of parts, by name, one value per round."""
     ch = channel(stack.address, stack.credentials_dir, insecure)
     jobs = rpc.ServiceJobsStub(ch)  # type: ignore[no-untyped-call]
     health = health_pb2_grpc.HealthStub(ch)
     check = health_pb2.HealthCheckRequest()
     figures: dict[str, list[float]] = {}
+    cpu = CpuMeter(stack.stack.data_dir)
     for r in range(rounds):
         for in_flight in (1, 64):
-            prefix = f"s{r}-{in_flight}-"
+            prefix = f"{label}{r}-{in_flight}-"
 
             async def noop_call(_: int) -> object:
                 return await health.Check(check, timeout=30)
@@ -125,17 +218,41 @@ async def measure(stack: StackThread, rounds: int, calls: int, insecure: bool) -
             async def submit_call(i: int, prefix: str = prefix) -> object:
                 return await jobs.SubmitServiceJob(submit_request(f"{prefix}{i}"), timeout=30)
 
-            noop = await rate(calls, in_flight, noop_call)
-            submit = await rate(calls, in_flight, submit_call)
+            noop_latency: list[float] = []
+            submit_latency: list[float] = []
+            cpu.start()
+            noop = await rate(calls, in_flight, noop_call, noop_latency)
+            noop_cpu = cpu.used()
+            cpu.start()
+            with GroupCommitTimer() as grouped:
+                submit = await rate(calls, in_flight, submit_call, submit_latency)
+            submit_cpu = cpu.used()
             figures.setdefault(f"noop {in_flight}", []).append(noop)
             figures.setdefault(f"submit {in_flight}", []).append(submit)
+            for name, (own, children) in (("noop", noop_cpu), ("submit", submit_cpu)):
+                figures.setdefault(f"{name} cpu {in_flight}", []).append(own / calls * 1e3)
+                figures.setdefault(f"{name} cpu+ {in_flight}", []).append(
+                    (own + children) / calls * 1e3
+                )
+            if in_flight == 1:
+                for name, values in (
+                    ("noop latency", noop_latency),
+                    ("submit latency", submit_latency),
+                    ("group commit latency", grouped.seconds),
+                ):
+                    figures.setdefault(name, []).append(statistics.median(values) * 1e3)
         bulk_calls = 5
         began = time.perf_counter()
         for b in range(bulk_calls):
-            batch = [submit_request(f"b{r}-{b}-{i}") for i in range(1000)]
+            batch = [submit_request(f"{label}b{r}-{b}-{i}") for i in range(1000)]
             await jobs.SubmitServiceJobs(pb.SubmitServiceJobsRequest(jobs=batch), timeout=60)
         figures.setdefault("bulk", []).append(bulk_calls * 1000 / (time.perf_counter() - began))
     await ch.close()
+    return figures
+
+
+def report(label: str, figures: dict[str, list[float]], raw: list[float], size: int) -> None:
+    print(f"-- parts: {label}")
     for in_flight in (1, 64):
         show(f"no-op unary call, {in_flight} in flight", figures[f"noop {in_flight}"], "calls/s")
         show(f"SubmitServiceJob, {in_flight} in flight", figures[f"submit {in_flight}"], "jobs/s")
@@ -144,14 +261,41 @@ async def measure(stack: StackThread, rounds: int, calls: int, insecure: bool) -
             figures[f"submit {in_flight}"],
             figures[f"noop {in_flight}"],
         )
+    for in_flight in (1, 64):
+        for name in ("noop", "submit"):
+            what = "no-op call" if name == "noop" else "SubmitServiceJob"
+            show(
+                f"CPU per {what}, {in_flight} in flight (this process)",
+                figures[f"{name} cpu {in_flight}"],
+                "ms",
+                ".2f",
+            )
+            show(
+                "  with nats-server and Postgres",
+                figures[f"{name} cpu+ {in_flight}"],
+                "ms",
+                ".2f",
+            )
+        # Rates are the inverse of CPU per call where CPU is what runs out.
+        ratio(
+            f"  CPU no-op / CPU submit, {in_flight} in flight (this process)",
+            figures[f"noop cpu {in_flight}"],
+            figures[f"submit cpu {in_flight}"],
+        )
+    show("lone no-op call latency, p50", figures["noop latency"], "ms", ".2f")
+    show("lone SubmitServiceJob latency, p50", figures["submit latency"], "ms", ".2f")
+    show("  of it in group commit (append, ack), p50", figures["group commit latency"], "ms", ".2f")
     show("SubmitServiceJobs, 1000 per call", figures["bulk"], "jobs/s")
-    # The baseline: a plaintext nats-server of its own (no TLS, no users), one message of
-    # a submitted job's size per job; stricter than the stack's secured bus.
-    with tempfile.TemporaryDirectory() as store, EmbeddedNats(store) as server:
-        size = len(encode_batch([_a_submitted_event()]))
-        raw = [await raw_publish_rate(server.url, 5000, size) for _ in range(rounds)]
     show(f"raw publish_async, {size}-byte messages", raw, "msg/s")
     ratio("  SubmitServiceJobs / raw publish_async", figures["bulk"], raw)
+
+
+async def raw_rates(rounds: int) -> tuple[list[float], int]:
+    """The baseline: a plaintext nats-server of its own (no TLS, no users), one message
+    of a submitted job's size per job; stricter than the stack's secured bus."""
+    with tempfile.TemporaryDirectory() as store, EmbeddedNats(store) as server:
+        size = len(encode_batch([_a_submitted_event()]))
+        return [await raw_publish_rate(server.url, 5000, size) for _ in range(rounds)], size
 
 
 def _a_submitted_event() -> ev.JobSubmitted:
@@ -172,18 +316,36 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of every figure")
     parser.add_argument("--calls", type=int, default=1000, help="unary calls per figure")
     parser.add_argument("--insecure", action="store_true", help="plaintext stack (no TLS/tokens)")
+    parser.add_argument(
+        "--parts", default="all,admission", help="comma-separated: all (qm up), admission"
+    )
     args = parser.parse_args()
+    results: dict[str, dict[str, list[float]]] = {}
+    for parts in args.parts.split(","):
+        if parts not in ("all", "admission"):
+            parser.error(f"--parts: unknown set {parts!r}")
+        results[parts] = run_stack(parts, args.rounds, args.calls, args.insecure)
+    raw, size = asyncio.run(raw_rates(args.rounds))
+    print("secured stack (TLS, bearer tokens)" if not args.insecure else "insecure stack")
+    for parts, figures in results.items():
+        report(parts, figures, raw, size)
+
+
+def run_stack(parts: str, rounds: int, calls: int, insecure: bool) -> dict[str, list[float]]:
     with tempfile.TemporaryDirectory() as tmp:
-        settings = StackSettings(data_dir=Path(tmp), nodes=0, grpc_port=0, secure=not args.insecure)
+        settings = StackSettings(data_dir=Path(tmp), nodes=0, grpc_port=0, secure=not insecure)
         with StackThread(settings) as stack:
             c = Quartermaster(
-                stack.address, credentials_dir=stack.credentials_dir, insecure=args.insecure
+                stack.address, credentials_dir=stack.credentials_dir, insecure=insecure
             )
             c.create_service_environment("env-bulk", {UNIT: 1})
             c.create_scheduling_policy("fifo")
             c.create_job_queue("bulk", "env-bulk", "fifo")
             c.create_quota_share("bulk", "BULK", {UNIT: 1}, "LEND")
-            asyncio.run(measure(stack, args.rounds, args.calls, args.insecure))
+            if parts == "admission":
+                stack.stop_part("scheduler")
+                stack.stop_part("warmpool")
+            return asyncio.run(measure(stack, parts, rounds, calls, insecure))
 
 
 if __name__ == "__main__":

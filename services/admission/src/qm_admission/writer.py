@@ -101,7 +101,8 @@ class RequestWriter:
                     if fresh:
                         position = await self._follower.catch_up(self._catch_up_timeout)
                     else:
-                        await self._follower.wait_for(self.last_seq, self._catch_up_timeout)
+                        if self._follower.seq < self.last_seq:  # else no wait (nor its task)
+                            await self._follower.wait_for(self.last_seq, self._catch_up_timeout)
                         position = self._follower.seq
                 except TimeoutError as err:
                     raise TransientAdmissionError("the event log follower is behind") from err
