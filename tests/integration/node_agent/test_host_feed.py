@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from node_agent_harness import UNIT, Cluster, payload
 
+from qm_node_agent.agent import NodeAgent
 from quartermaster import events as ev
 from quartermaster.bus.feed import feed_stream, feed_subject
 from quartermaster.core import JobStatus
@@ -117,3 +118,16 @@ async def test_the_views_of_a_job_over_several_hosts_are_published_together(
     await cluster.dispatch("wide", hosts)
     await cluster.relay.flush()
     assert peak == len(hosts)
+
+
+async def test_an_agent_on_a_share_of_its_process_fold_needs_no_feed(cluster: Cluster) -> None:
+    """`qm up` may hand its agents a share of the fold it runs anyway: no relay hop."""
+    await cluster.relay.stop()  # nobody relays views: only the fold can tell the agent
+    share = cluster.follower.share()
+    async with NodeAgent(cluster.settings("h1"), cluster.log, shared=share) as agent:
+        assert agent.read_side is share
+        await cluster.until_host("h1")
+        await cluster.run("j", payload("echo hello"))
+        await cluster.until_status("j", JobStatus.SUCCEEDED)
+    await cluster.run("after", payload("echo hello"))  # the fold reads on without it
+    assert "after" in cluster.follower.state.jobs

@@ -64,8 +64,10 @@ class NodeAgent:
     `event_log`: an open log to use (the caller closes it); None connects to
     `settings.nats_url` and closes the connection on the way out. `gpus`:
     the host's GPUs when known (tests); None detects them unless
-    `settings.gpu_count` is set. Stopping leaves running jobs alone: the next
-    agent on this host re-adopts them.
+    `settings.gpu_count` is set. `shared`: a share of a fold its process runs
+    anyway (`LogFollower.share`, e.g. `qm up`'s): the agent reads the log through
+    it, not its host feed (no relay hop, no read of its own). Stopping leaves
+    running jobs alone: the next agent on this host re-adopts them.
     """
 
     def __init__(
@@ -77,8 +79,10 @@ class NodeAgent:
         gpus: Sequence[Gpu] | None = None,
         clock: Callable[[], float] = time.time,
         metrics: NodeMetrics | None = None,
+        shared: LogFollower | None = None,
     ) -> None:
         self.settings = settings
+        self._shared = shared
         self.host_id = settings.host_id
         self.layout = Layout(settings.data_dir)
         self.gpu_indexes: tuple[int, ...] = ()
@@ -216,6 +220,8 @@ class NodeAgent:
 
     def _read_side(self, event_log: JetStreamLog) -> LogFollower | HostFeedFollower:
         """Its host's views from the feed (the scheduler relays them), or the whole log."""
+        if self._shared is not None:
+            return self._shared
         if self.settings.read_whole_log:
             return LogFollower(event_log)
         return HostFeedFollower(event_log, self.host_id)
