@@ -7,6 +7,11 @@ Prints jobs/s min/median/max over the runs and the CPU per supervised attempt
 `true`), and this process's own CPU per job (the whole stack runs in it).
 Asserts nothing.
 
+The timed client (bulk submits and the watch) runs in a process of its own by
+default, as a user's would, so it takes no GIL from the stack's loop; its CPU
+is left out of both figures. `--client thread` runs it in the stack's process
+(how this bench measured before).
+
 `--folds shared,separate` compares `qm up`'s default (one fold of the log for
 the whole stack, projection transactions gathered under load) with the path
 before it (one fold per service, a transaction per message run), alternating
@@ -15,7 +20,7 @@ stack's loop (cProfile) during the runs and prints the N functions with the
 most own time, as shares of the loop's profiled time.
 
     python bench/short_jobs_bench.py [--jobs 1000] [--runs 3] [--folds shared]
-        [--profile 25]
+        [--profile 25] [--client process|thread]
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import argparse
 import contextlib
 import cProfile
 import io
+import multiprocessing
 import os
 import pstats
 import statistics
@@ -72,9 +78,48 @@ def run_once(client: Quartermaster, queue: TrainingQueue, run: int, jobs: int) -
     return time.perf_counter() - t0
 
 
+def timed_client(address: str, credentials_dir: Path | None, run: int, jobs: int) -> float:
+    """`run_once` with a client of its own (in the process that calls it)."""
+    client = Quartermaster(address, credentials_dir=credentials_dir)
+    try:
+        return run_once(client, TrainingQueue("q", client), run, jobs)
+    finally:
+        client.close()
+
+
+def _client_process(
+    address: str,
+    credentials_dir: Path | None,
+    run: int,
+    jobs: int,
+    out: multiprocessing.queues.Queue[tuple[float, float]],
+) -> None:
+    seconds = timed_client(address, credentials_dir, run, jobs)
+    out.put((seconds, own_cpu()))  # this process's CPU: left out of the figures
+
+
+def in_a_process(address: str, credentials_dir: Path | None, run: int, jobs: int) -> float:
+    """`timed_client` in a fresh process; returns its seconds. Its CPU, which the
+    parent counts with its children's once it is reaped, is taken off that count."""
+    context = multiprocessing.get_context("spawn")
+    out: multiprocessing.queues.Queue[tuple[float, float]] = context.Queue()
+    process = context.Process(
+        target=_client_process, args=(address, credentials_dir, run, jobs, out)
+    )
+    process.start()
+    seconds, cpu = out.get(timeout=1800)
+    process.join()
+    _client_cpu.append(cpu)
+    return seconds
+
+
+_client_cpu: list[float] = []  # CPU of each finished client process
+
+
 def children_cpu() -> float:
+    """CPU of reaped children (the jobs' wrappers and jobs), client processes left out."""
     times = os.times()
-    return times.children_user + times.children_system
+    return times.children_user + times.children_system - sum(_client_cpu)
 
 
 def own_cpu() -> float:
@@ -100,7 +145,12 @@ async def _profiling(profile: cProfile.Profile, on: bool) -> None:
 
 
 def one_stack(
-    shared: bool, run: int, jobs: int, figures: Figures, profile: cProfile.Profile | None
+    shared: bool,
+    run: int,
+    jobs: int,
+    figures: Figures,
+    profile: cProfile.Profile | None,
+    client_process: bool,
 ) -> None:
     """A fresh stack (one fold or one per service), a warm-up, then one timed run."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -126,7 +176,10 @@ def one_stack(
             passes0, transactions0 = scheduler.passes, projector.transactions
             if profile is not None:
                 stack.run(_profiling(profile, True))
-            seconds = run_once(client, queue, run, jobs)
+            if client_process:
+                seconds = in_a_process(stack.address, stack.credentials_dir, run, jobs)
+            else:
+                seconds = run_once(client, queue, run, jobs)
             if profile is not None:
                 stack.run(_profiling(profile, False))
             figures.rates.append(jobs / seconds)
@@ -156,16 +209,27 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--folds", default="shared", help="shared, separate or both, in order")
     parser.add_argument("--profile", type=int, default=0, help="print the top N of the loop")
+    parser.add_argument("--client", choices=("process", "thread"), default="process")
     args = parser.parse_args()
     kinds = [kind.strip() == "shared" for kind in args.folds.split(",")]
     figures = {shared: Figures() for shared in kinds}
     profiles = {shared: cProfile.Profile() for shared in kinds} if args.profile else {}
     for run in range(args.runs):
         for shared in kinds:
-            one_stack(shared, run, args.jobs, figures[shared], profiles.get(shared))
+            one_stack(
+                shared,
+                run,
+                args.jobs,
+                figures[shared],
+                profiles.get(shared),
+                args.client == "process",
+            )
     for shared in kinds:
         f = figures[shared]
-        print(f"{args.jobs} x `true` on {HOSTS} hosts, {args.runs} runs, {fold_name(shared)} fold:")
+        print(
+            f"{args.jobs} x `true` on {HOSTS} hosts, {args.runs} runs,"
+            f" {fold_name(shared)} fold, client in a {args.client}:"
+        )
         print(f"  jobs/s                       {summary(f.rates, '.1f')}")
         print(f"  CPU per supervised attempt   {summary(f.child_ms, '.1f')} ms")
         print(f"  stack CPU per job (in-proc)  {summary(f.own_ms, '.1f')} ms")
