@@ -9,7 +9,8 @@ end-to-end tests use to prove that no restart loses or duplicates a job.
 The services of the process share one fold of the log (`settings.shared_fold`):
 the stack runs one `LogFollower` on a connection of its own, and the scheduler,
 the warm pool, admission and the projector each get a share of it (their own
-listeners and connection, one reader and one decode of every message). The
+listeners and connection, one reader and one decode of every message); so do
+the node agents, which then read no host feed. The
 fold outlives the restart of any part; the projector keeps its own state, so
 its tables still move only with its committed position.
 """
@@ -438,7 +439,9 @@ class Stack:
             nats_credentials=self.nats_credentials(host),
         )
         event_log = await self._connect(host)
-        agent = NodeAgent(settings, event_log, metrics=self.node_metrics)
+        # On a share of the fold, not its host feed: no relay hop before a launch.
+        shared = None if self.fold is None else self.fold.share()
+        agent = NodeAgent(settings, event_log, metrics=self.node_metrics, shared=shared)
         self.parts[host] = agent
         self._positions[host] = lambda: agent.log_position
         return self._task(host, agent.run(), event_log, before=agent.stop)
