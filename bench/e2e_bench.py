@@ -105,7 +105,7 @@ HOPS = (
     ("submitted", "admission made JobSubmitted (its `at`)"),
     ("sched_folded_submit", "the scheduler folded JobSubmitted"),
     ("sched_folded_dispatch", "the scheduler folded its JobDispatched"),
-    ("agent_view", "the node agent applied a view holding the job"),
+    ("agent_read", "the node agent read the dispatch to its host (its fold or a view)"),
     ("starting", "the agent made JobStarting (its `at`)"),
     ("running", "the agent made JobRunning (its `at`)"),
     ("sched_folded_running", "the scheduler folded JobRunning"),
@@ -163,12 +163,19 @@ class Hops:
                 self._mark(event.job_id, "sched_folded_running", now)
 
     def _agent_listener(self, agent: NodeAgent) -> Callable[[int, str, list[ev.AnyEvent]], None]:
-        def on_view(seq: int, subject: str, events: list[ev.AnyEvent]) -> None:
+        def on_read(seq: int, subject: str, events: list[ev.AnyEvent]) -> None:
             now = time.time()
-            for job_id in agent.state.jobs:
-                self._mark(job_id, "agent_view", now)
+            host = agent.host_id
+            if events:  # a folded message (a share of the stack's fold, or the whole log)
+                for event in events:
+                    if isinstance(event, ev.JobDispatched) and host in event.hosts:
+                        self._mark(event.job_id, "agent_read", now)
+                return
+            for job in agent.state.jobs.values():  # a host view: only this host's jobs
+                if host in job.hosts:
+                    self._mark(job.job_id, "agent_read", now)
 
-        return on_view
+        return on_read
 
     def print(self) -> None:
         """Each hop's share of the path: ms since the previous hop, min/median/max."""
