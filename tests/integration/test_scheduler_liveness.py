@@ -28,17 +28,21 @@ async def test_a_silent_host_is_lost_and_a_beating_one_is_not(jetstream_log: Jet
     await send_beat(jetstream_log.js, jetstream_log.stream, Beat(host_id="h0", at=20.0))
     watcher = LogFollower(jetstream_log)
     await watcher.start()
+
+    def status(host: str) -> HostStatus:
+        return watcher.state.hosts[host].status
+
     scheduler = Scheduler(settings("s1", heartbeat_timeout_seconds=TIMEOUT), jetstream_log)
     try:
         async with running(scheduler):
             await until(lambda: scheduler.liveness is not None and scheduler.liveness.ready)
             await tick(jetstream_log, 15.0)  # h1 silent since 1, h0 beat at 20
-            await until(lambda: watcher.state.hosts["h1"].status is HostStatus.LOST)
+            await until(lambda: status("h1") is HostStatus.LOST)
             await asyncio.sleep(0.3)  # a pass had its chance to (wrongly) lose h0 too
-            assert watcher.state.hosts["h0"].status is HostStatus.HEALTHY
+            assert status("h0") is HostStatus.HEALTHY
 
             await tick(jetstream_log, 35.0)  # h0's beat at 20 is older than the timeout
-            await until(lambda: watcher.state.hosts["h0"].status is HostStatus.LOST)
+            await until(lambda: status("h0") is HostStatus.LOST)
         last = await jetstream_log.last_seq()
         await watcher.wait_for(last)
     finally:
