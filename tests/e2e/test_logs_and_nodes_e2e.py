@@ -145,6 +145,19 @@ def test_a_drain_survives_an_agent_restart_until_undrained(make_stack, capsys) -
     c.close()
 
 
+def test_nodes_list_shows_heartbeats_that_never_enter_the_log(secured: StackThread) -> None:
+    """Beats go to the liveness bucket (1 s here); admission, as its own NATS user,
+    reads it for ListNodes: the last heartbeat moves on past the registration."""
+    with Quartermaster(secured.address, credentials_dir=secured.credentials_dir) as c:
+        first = {n.host_id: n.last_heartbeat_at for n in c.list_nodes()}
+        assert set(first) == {"node-1", "node-2"} and all(first.values())
+        until(
+            "every node's heartbeat moves on",
+            lambda: all(n.last_heartbeat_at > first[n.host_id] for n in c.list_nodes()),
+            timeout=15,
+        )
+
+
 def test_a_second_admission_on_a_taken_port_is_refused(make_stack) -> None:  # type: ignore[no-untyped-def]
     first = make_stack(nodes=1)
     port = int(first.address.rsplit(":", 1)[1])
