@@ -51,7 +51,8 @@ def world() -> World:
 
 
 class GatedWriter:
-    """Plans each write on the world's state; the first write waits for `release`."""
+    """Plans each write on the world's state; the first append waits for `release`
+    (it is in flight: planned, not yet acknowledged)."""
 
     def __init__(self, w: World) -> None:
         self.world = w
@@ -60,12 +61,10 @@ class GatedWriter:
         self.max_envelope_bytes = 1 << 20
 
     async def write(self, planner: Any) -> Written[Any]:
-        if not self.groups:
-            self.groups.append([])  # the first write is in flight
-            await self.release.wait()
-            self.groups.pop()
         plan: Plan[Any] = await planner(self.world.state, self.world.clock)
         self.groups.append(list(plan.events))
+        if len(self.groups) == 1:
+            await self.release.wait()
         return Written(plan.result, len(self.groups), bool(plan.events))
 
 
