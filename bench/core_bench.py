@@ -20,33 +20,12 @@ from quartermaster.core import State, decide, fold
 from quartermaster.core.incremental import PassMemo
 from quartermaster.core.model import JobStatus
 from quartermaster.eventlog.long_lived import freeze_long_lived
-from quartermaster.testing.histories import realistic_log
-
-UNIT = "ml.g5.xlarge"
-STRATEGIES = ["LEND_AND_BORROW", "LEND", "RESERVE", "LEND_AND_BORROW"]
+from quartermaster.testing import histories
+from quartermaster.testing.histories import STRATEGIES, UNIT, realistic_log
 
 
 def build(jobs: int, shares: int = 20, hosts: int = 1000) -> tuple[State, list[ev.Event]]:
-    log: list[ev.Event] = [
-        ev.ServiceEnvironmentCreated(
-            at=0, name="env", capacity_limits=(ev.CapacityLimit(UNIT, hosts),)
-        ),
-        ev.SchedulingPolicyCreated(at=0, name="fifo"),
-        ev.JobQueueCreated(at=0, name="q", service_environment="env", scheduling_policy="fifo"),
-    ]
-    for s in range(shares):
-        log.append(
-            ev.QuotaShareCreated(
-                at=0,
-                job_queue="q",
-                name=f"s{s:02d}",
-                capacity_limits=(ev.CapacityLimit(UNIT, hosts // shares),),
-                strategy=ev.SharingStrategy(STRATEGIES[s % 4]),
-                borrow_limit=100,
-                in_share_preemption=ev.State.ENABLED,
-            )
-        )
-    log += [ev.HostRegistered(at=0, host_id=f"h{i:05d}", instance_type=UNIT) for i in range(hosts)]
+    log = histories.config(shares, hosts)
     for j in range(jobs):
         log.append(
             ev.JobSubmitted(
