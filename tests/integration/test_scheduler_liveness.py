@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from test_scheduler_service import running, seed, settings, until
 
 from qm_scheduler.service import Scheduler
@@ -73,3 +74,35 @@ async def test_the_watch_ignores_a_beat_claiming_another_host(jetstream_log: Jet
         await until(lambda: watch.last_beat("h2") == 7.0)
     finally:
         await watch.stop()
+
+
+async def test_a_restarted_scheduler_judges_no_loss_before_it_read_the_bucket(
+    jetstream_log: JetStreamLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given: a log whose clock is far past h0's registration, and h0 beating in the bucket
+    await seed(jetstream_log, hosts=1)
+    await tick(jetstream_log, 100.0)
+    await send_beat(jetstream_log.js, jetstream_log.stream, Beat(host_id="h0", at=99.0))
+    # the bucket reads slowly: a pass that did not wait for it would see h0 silent
+    run = LivenessWatch._run
+
+    async def slow_run(self: LivenessWatch) -> None:
+        await asyncio.sleep(0.5)
+        await run(self)
+
+    monkeypatch.setattr(LivenessWatch, "_run", slow_run)
+    scheduler = Scheduler(settings("s1", heartbeat_timeout_seconds=TIMEOUT), jetstream_log)
+    watcher = LogFollower(jetstream_log)
+    await watcher.start()
+    try:
+        # when
+        async with running(scheduler):
+            await until(lambda: scheduler.liveness is not None and scheduler.liveness.ready)
+            await asyncio.sleep(0.3)  # passes ran with the bucket read
+            # then
+            assert watcher.state.hosts["h0"].status is HostStatus.HEALTHY
+            await tick(jetstream_log, 120.0)  # and silence is still judged afterwards
+            await until(lambda: watcher.state.hosts["h0"].status is HostStatus.LOST)
+    finally:
+        await watcher.stop()
+    assert scheduler.passes > 0
