@@ -94,15 +94,19 @@ async def test_a_restarted_scheduler_judges_no_loss_before_it_read_the_bucket(
     scheduler = Scheduler(settings("s1", heartbeat_timeout_seconds=TIMEOUT), jetstream_log)
     watcher = LogFollower(jetstream_log)
     await watcher.start()
+
+    def status() -> HostStatus:
+        return watcher.state.hosts["h0"].status
+
     try:
         # when
         async with running(scheduler):
             await until(lambda: scheduler.liveness is not None and scheduler.liveness.ready)
             await asyncio.sleep(0.3)  # passes ran with the bucket read
             # then
-            assert watcher.state.hosts["h0"].status is HostStatus.HEALTHY
+            assert status() is HostStatus.HEALTHY
             await tick(jetstream_log, 120.0)  # and silence is still judged afterwards
-            await until(lambda: watcher.state.hosts["h0"].status is HostStatus.LOST)
+            await until(lambda: status() is HostStatus.LOST)
     finally:
         await watcher.stop()
     assert scheduler.passes > 0
