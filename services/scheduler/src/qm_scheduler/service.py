@@ -10,7 +10,6 @@ JetStream and cannot write.
 from __future__ import annotations
 
 import asyncio
-import gc
 import hashlib
 import logging
 import time
@@ -27,7 +26,7 @@ from quartermaster.core.incremental import PassMemo
 from quartermaster.core.snapshot import take
 from quartermaster.eventlog import LogFollower, encode_batch, subjects
 from quartermaster.eventlog.host_relay import HostRelay
-from quartermaster.eventlog.long_lived import Refreezer
+from quartermaster.eventlog.long_lived import Refreezer, freeze_long_lived
 from quartermaster.events import AnyEvent, Event
 from quartermaster.metrics import SchedulerMetrics
 
@@ -98,8 +97,7 @@ class Scheduler:
         if restored is not None:
             follower.state, follower.seq = restored
             log.info("restored snapshot at seq=%d", follower.seq, extra={"seq": follower.seq})
-            gc.collect()
-            gc.freeze()  # the restored state is long-lived: keep full collections off it
+            freeze_long_lived()  # the restored state is long-lived: keep full collections off it
         retention = self.settings.terminal_retention_seconds
         follower.state.retention_seconds = retention if retention > 0 else None
         return follower
