@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -90,6 +91,20 @@ class Cluster:
     def _collect(self, seq: int, subject: str, events: list[ev.AnyEvent]) -> None:
         if subject.startswith(self._reports_prefix):
             self.reports.extend((subject, event) for event in events)
+
+    def process_env(self, host_id: str, nats_url: str, **extra: str) -> dict[str, str]:
+        """The environment of a `python -m qm_node_agent` process on this cluster's log."""
+        return {
+            "PATH": os.environ["PATH"],
+            "QM_NODE_HOST_ID": host_id,
+            "QM_NODE_INSTANCE_TYPE": "ml.g5.xlarge",
+            "QM_NODE_DATA_DIR": str(self.tmp / "data"),
+            "QM_NODE_GPU_COUNT": "0",
+            "QM_NODE_NATS_URL": nats_url,
+            "QM_NODE_STREAM": self.log.stream,
+            "QM_NODE_SUBJECT_PREFIX": self.log.prefix,
+            **extra,
+        }
 
     def settings(
         self, host_id: str = "h1", runtime: RuntimeKind = RuntimeKind.PROCESS, **changes: Any

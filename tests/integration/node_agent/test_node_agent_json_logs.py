@@ -18,16 +18,7 @@ from quartermaster.telemetry.logs import KEYS
 async def test_the_agent_logs_json_lines_with_its_host_and_the_jobs_id(
     cluster: Cluster, nats_server: EmbeddedNats
 ) -> None:
-    env = {
-        "PATH": os.environ["PATH"],
-        "QM_NODE_HOST_ID": "h1",
-        "QM_NODE_INSTANCE_TYPE": "ml.g5.xlarge",
-        "QM_NODE_DATA_DIR": str(cluster.tmp / "data"),
-        "QM_NODE_GPU_COUNT": "0",
-        "QM_NODE_NATS_URL": nats_server.url,
-        "QM_NODE_STREAM": cluster.log.stream,
-        "QM_NODE_SUBJECT_PREFIX": cluster.log.prefix,
-    }
+    env = cluster.process_env("h1", nats_server.url)
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

@@ -18,17 +18,7 @@ from quartermaster.embedded import EmbeddedNats
 async def test_the_agent_process_registers_and_stops_cleanly_on_sigterm(
     cluster: Cluster, nats_server: EmbeddedNats
 ) -> None:
-    env = {
-        "PATH": os.environ["PATH"],
-        "QM_NODE_HOST_ID": "proc-1",
-        "QM_NODE_INSTANCE_TYPE": "ml.g5.xlarge",
-        "QM_NODE_DATA_DIR": str(cluster.tmp / "data"),
-        "QM_NODE_GPU_COUNT": "0",
-        "QM_NODE_NATS_URL": nats_server.url,
-        "QM_NODE_STREAM": cluster.log.stream,
-        "QM_NODE_SUBJECT_PREFIX": cluster.log.prefix,
-        "QM_NODE_HEARTBEAT_SECONDS": "0.2",
-    }
+    env = cluster.process_env("proc-1", nats_server.url, QM_NODE_HEARTBEAT_SECONDS="0.2")
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "qm_node_agent", env=env, stderr=asyncio.subprocess.PIPE
     )
@@ -65,16 +55,7 @@ async def test_a_job_outlives_a_kill_9_of_the_agent_and_is_re_adopted_once(
 ) -> None:
     """The attempt record (a slot, fdatasynced) is read back by the next agent process:
     the job is neither launched again nor lost."""
-    env = {
-        "PATH": os.environ["PATH"],
-        "QM_NODE_HOST_ID": "proc-1",
-        "QM_NODE_INSTANCE_TYPE": "ml.g5.xlarge",
-        "QM_NODE_DATA_DIR": str(cluster.tmp / "data"),
-        "QM_NODE_GPU_COUNT": "0",
-        "QM_NODE_NATS_URL": nats_server.url,
-        "QM_NODE_STREAM": cluster.log.stream,
-        "QM_NODE_SUBJECT_PREFIX": cluster.log.prefix,
-    }
+    env = cluster.process_env("proc-1", nats_server.url)
     launches, go = cluster.tmp / "launches", cluster.tmp / "go"
     script = f"echo launched >> {launches}; while [ ! -e {go} ]; do sleep 0.05; done; exit 0"
 
