@@ -12,6 +12,7 @@ import nats
 import nats.errors
 import pytest
 from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
 
 from quartermaster.bus import joblogs as wire
 from quartermaster.embedded.nats_auth import Role, user_name
@@ -44,6 +45,18 @@ async def answering(bus: SecuredBus, nc: NatsClient, host: str) -> object:
     return await nc.subscribe(wire.logs_subject(bus.layout.subject_prefix, host), cb=answer)
 
 
+async def first_answer(nc: NatsClient, subject: str, tries: int = 5) -> Msg:
+    """The reply to a log request. About 1 run in 10 the server answered "no responders"
+    although the agent's subscription was flushed (cause not found): a few tries, 0.2 s
+    apart, tell that from an agent that may not answer, which never gets one."""
+    for _ in range(tries - 1):
+        try:
+            return await nc.request(subject, wire.encode(ASK), timeout=5)
+        except nats.errors.NoRespondersError:
+            await asyncio.sleep(0.2)
+    return await nc.request(subject, wire.encode(ASK), timeout=5)
+
+
 async def test_admission_asks_a_host_and_its_agent_answers(secured_bus: SecuredBus) -> None:
     async with (
         as_user(secured_bus, user_name(Role.NODE, "h1")) as (agent, agent_errors),
@@ -52,7 +65,7 @@ async def test_admission_asks_a_host_and_its_agent_answers(secured_bus: SecuredB
         await answering(secured_bus, agent, "h1")
         await agent.flush()
         subject = wire.logs_subject(secured_bus.layout.subject_prefix, "h1")
-        reply = await admission.request(subject, wire.encode(ASK), timeout=5)
+        reply = await first_answer(admission, subject)
         assert wire.decode_reply(reply.data).data == b"hi\n"
         assert agent_errors == []
         # the request went around the stream: nothing of it was stored
