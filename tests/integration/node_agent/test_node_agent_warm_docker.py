@@ -161,6 +161,36 @@ async def test_a_warm_reuse_skips_pull_volume_and_staging_and_the_pool_end_frees
     assert warm.container_s > 0
 
 
+async def test_a_reuse_dispatched_as_soon_as_the_job_ended_waits_for_the_sandbox(
+    cluster: Cluster, registry: str, tmp_path: Path, ids: str
+) -> None:
+    """The reuse comes before the ended job's container is removed: it still starts warm.
+
+    The log can dispatch the reuse as soon as the success is reported, while
+    the agent is still removing the container and making the ready sandbox; a
+    launch that raced that work started cold (seen once in CI).
+    """
+    one, two = f"{ids}-first", f"{ids}-second"
+    inputs = tmp_path / "dataset"
+    inputs.mkdir()
+    (inputs / "part-0").write_text("rows\n")
+    settings = cluster.settings(runtime=RuntimeKind.DOCKER, registry=registry)
+    read = f"cat /opt/ml/input/data/train/part-0 >> {CACHE}/seen"
+    async with cluster.agent(settings):
+        await cluster.until_host()
+        await cluster.run(one, job_payload(read, inputs), keep_alive=600)
+        await cluster.until_status(one, JobStatus.SUCCEEDED, timeout=120)
+        await cluster.decide(pool_available(one, one))  # no wait for the ready sandbox
+        await cluster.submit(two, job_payload(read, inputs), keep_alive=600)
+        await cluster.dispatch(two, warm_pool=one)
+        await cluster.until_status(two, JobStatus.SUCCEEDED, timeout=60)
+        seen = (settings.data_dir / "warmpool-cache" / one / "seen").read_text()
+    warm = cluster.reported(two, ev.JobRunning)[0].start_phases
+    assert seen == "rows\nrows\n"
+    assert warm is not None and warm.warm
+    assert (warm.pull_s, warm.volume_s, warm.staging_s) == (0, 0, 0)
+
+
 async def test_other_channels_are_staged_again_on_a_warm_reuse(
     cluster: Cluster, registry: str, tmp_path: Path, ids: str
 ) -> None:

@@ -53,6 +53,7 @@ LOG_TAIL_LINES = 50
 _TINI_EXEC_FAILED = re.compile(r"\[FATAL (?:tini \(\d+\)|qm-sandbox)\] (exec .* failed: .*)")
 JOB_LABEL = "org.quartermaster.job-id"
 PULL_TIMEOUT_S = 1800.0
+SANDBOX_DUE_TIMEOUT_S = 30.0  # how long a launch waits for its chain's sandbox to be made
 _NO_SUCH = ("no such container", "no such object")
 
 
@@ -137,6 +138,8 @@ class DockerJob:
             if self._log_copy is not None:
                 await self._log_copy.stop()
             raise
+        if self._spec is not None and self._spec.keep_warm:
+            self._runtime.sandbox_follows(self._spec.chain_id)
         if self._log_copy is not None:
             await self._log_copy.finish()
         if result.returncode != 0:
@@ -174,11 +177,15 @@ class DockerJob:
 
     async def remove(self) -> None:
         """Remove the container; a job that may leave a warm pool leaves a ready sandbox."""
-        if self._log_copy is not None:
-            await self._log_copy.stop()
-        await self._runtime.remove_container(self.name)
-        if self._spec is not None and self._spec.keep_warm:
-            await self._runtime.prepare_sandbox(self._spec, self._image)
+        try:
+            if self._log_copy is not None:
+                await self._log_copy.stop()
+            await self._runtime.remove_container(self.name)
+            if self._spec is not None and self._spec.keep_warm:
+                await self._runtime.prepare_sandbox(self._spec, self._image)
+        finally:
+            if self._spec is not None:
+                self._runtime.sandbox_made(self._spec.chain_id)
 
 
 class DockerRuntime:
@@ -198,10 +205,30 @@ class DockerRuntime:
         self._warm_root = (data_dir or Path(".")) / "warm"
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._kept: set[str] | None = None  # chains the agent keeps (None: not yet told)
+        # Chains whose job has exited but whose ready sandbox is not made yet.
+        self._sandbox_due: dict[str, asyncio.Event] = {}
+
+    def sandbox_follows(self, chain_id: str) -> None:
+        """A keep-warm job exited: its sandbox comes once the container is removed.
+
+        Marked before the exit is reported, so a warm reuse (which the log can
+        only dispatch after that report) waits for the sandbox instead of
+        racing its making and starting cold.
+        """
+        self._sandbox_due.setdefault(chain_id, asyncio.Event())
+
+    def sandbox_made(self, chain_id: str) -> None:
+        due = self._sandbox_due.pop(chain_id, None)
+        if due is not None:
+            due.set()
 
     async def launch(self, spec: LaunchSpec, record: AttemptRecord) -> DockerJob:
         if not spec.image:
             raise LaunchError.client("AlgorithmSpecification.TrainingImage is missing")
+        due = self._sandbox_due.get(spec.chain_id)
+        if due is not None:  # bounded: a removal that never ends must not block the chain
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(due.wait(), SANDBOX_DUE_TIMEOUT_S)
         async with self._locks[spec.chain_id]:
             return await self._launch(spec, record)
 
