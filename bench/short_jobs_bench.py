@@ -12,6 +12,9 @@ default, as a user's would, so it takes no GIL from the stack's loop; its CPU
 is left out of both figures. `--client thread` runs it in the stack's process
 (how this bench measured before).
 
+The watch streams only the jobs' ends (`statuses`), as a client waiting for them
+would; `--watch all` streams every change (how this bench measured before).
+
 `--folds shared,separate` compares `qm up`'s default (one fold of the log for
 the whole stack, projection transactions gathered under load) with the path
 before it (one fold per service, a transaction per message run), alternating
@@ -50,13 +53,19 @@ HOSTS = 4
 BULK = 250
 
 
-def run_once(client: Quartermaster, queue: TrainingQueue, run: int, jobs: int) -> float:
+WATCHED = {"ends": ("SUCCEEDED", "FAILED"), "all": ()}  # --watch: the statuses streamed
+
+
+def run_once(
+    client: Quartermaster, queue: TrainingQueue, run: int, jobs: int, watch_ends: bool = True
+) -> float:
     """Seconds from the first submit until every job of this run SUCCEEDED."""
     changes: Queue[tuple[str, int]] = Queue()
+    statuses = WATCHED["ends" if watch_ends else "all"]
 
     def watch() -> None:  # changes from the moment it subscribes: start it first
         with contextlib.suppress(QuartermasterError):  # the channel closes at the end
-            for change in client.watch(job_queue=queue.name, timeout=1800):
+            for change in client.watch(job_queue=queue.name, timeout=1800, statuses=statuses):
                 changes.put((change.job_id, change.status))
 
     threading.Thread(target=watch, daemon=True).start()
@@ -78,11 +87,13 @@ def run_once(client: Quartermaster, queue: TrainingQueue, run: int, jobs: int) -
     return time.perf_counter() - t0
 
 
-def timed_client(address: str, credentials_dir: Path | None, run: int, jobs: int) -> float:
+def timed_client(
+    address: str, credentials_dir: Path | None, run: int, jobs: int, watch_ends: bool
+) -> float:
     """`run_once` with a client of its own (in the process that calls it)."""
     client = Quartermaster(address, credentials_dir=credentials_dir)
     try:
-        return run_once(client, TrainingQueue("q", client), run, jobs)
+        return run_once(client, TrainingQueue("q", client), run, jobs, watch_ends)
     finally:
         client.close()
 
@@ -92,19 +103,22 @@ def _client_process(
     credentials_dir: Path | None,
     run: int,
     jobs: int,
+    watch_ends: bool,
     out: multiprocessing.queues.Queue[tuple[float, float]],
 ) -> None:
-    seconds = timed_client(address, credentials_dir, run, jobs)
+    seconds = timed_client(address, credentials_dir, run, jobs, watch_ends)
     out.put((seconds, own_cpu()))  # this process's CPU: left out of the figures
 
 
-def in_a_process(address: str, credentials_dir: Path | None, run: int, jobs: int) -> float:
+def in_a_process(
+    address: str, credentials_dir: Path | None, run: int, jobs: int, watch_ends: bool
+) -> float:
     """`timed_client` in a fresh process; returns its seconds. Its CPU, which the
     parent counts with its children's once it is reaped, is taken off that count."""
     context = multiprocessing.get_context("spawn")
     out: multiprocessing.queues.Queue[tuple[float, float]] = context.Queue()
     process = context.Process(
-        target=_client_process, args=(address, credentials_dir, run, jobs, out)
+        target=_client_process, args=(address, credentials_dir, run, jobs, watch_ends, out)
     )
     process.start()
     seconds, cpu = out.get(timeout=1800)
@@ -151,6 +165,7 @@ def one_stack(
     figures: Figures,
     profile: cProfile.Profile | None,
     client_process: bool,
+    watch_ends: bool = True,
 ) -> None:
     """A fresh stack (one fold or one per service), a warm-up, then one timed run."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -177,9 +192,9 @@ def one_stack(
             if profile is not None:
                 stack.run(_profiling(profile, True))
             if client_process:
-                seconds = in_a_process(stack.address, stack.credentials_dir, run, jobs)
+                seconds = in_a_process(stack.address, stack.credentials_dir, run, jobs, watch_ends)
             else:
-                seconds = run_once(client, queue, run, jobs)
+                seconds = run_once(client, queue, run, jobs, watch_ends)
             if profile is not None:
                 stack.run(_profiling(profile, False))
             figures.rates.append(jobs / seconds)
@@ -210,6 +225,12 @@ def main() -> None:
     parser.add_argument("--folds", default="shared", help="shared, separate or both, in order")
     parser.add_argument("--profile", type=int, default=0, help="print the top N of the loop")
     parser.add_argument("--client", choices=("process", "thread"), default="process")
+    parser.add_argument(
+        "--watch",
+        choices=tuple(WATCHED),
+        default="ends",
+        help="the client's watch streams only ends (SUCCEEDED, FAILED) or every change",
+    )
     args = parser.parse_args()
     kinds = [kind.strip() == "shared" for kind in args.folds.split(",")]
     figures = {shared: Figures() for shared in kinds}
@@ -223,12 +244,13 @@ def main() -> None:
                 figures[shared],
                 profiles.get(shared),
                 args.client == "process",
+                args.watch == "ends",
             )
     for shared in kinds:
         f = figures[shared]
         print(
             f"{args.jobs} x `true` on {HOSTS} hosts, {args.runs} runs,"
-            f" {fold_name(shared)} fold, client in a {args.client}:"
+            f" {fold_name(shared)} fold, client in a {args.client}, watching {args.watch}:"
         )
         print(f"  jobs/s                       {summary(f.rates, '.1f')}")
         print(f"  CPU per supervised attempt   {summary(f.child_ms, '.1f')} ms")

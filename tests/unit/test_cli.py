@@ -83,9 +83,14 @@ def test_help_shows_defaults_and_the_command_after_double_dash(
         ),
         (["nodes", "list", "-o", "JSON"], "output", "json"),
         (["queue", "update", "q", "--state", "disabled"], "state", "DISABLED"),
+        (
+            ["job", "watch", "--status", "succeeded", "--status", "Failed"],
+            "status",
+            ["SUCCEEDED", "FAILED"],
+        ),
     ],
 )
-def test_enum_values_take_any_case(words: list[str], field: str, value: str) -> None:
+def test_enum_values_take_any_case(words: list[str], field: str, value: object) -> None:
     assert getattr(parser().parse_args(words), field) == value
 
 

@@ -451,6 +451,53 @@ async def test_a_queue_watch_sees_new_jobs_and_can_resume(admission: Client) -> 
     assert replayed.job_id == second
 
 
+async def test_a_watch_of_some_statuses_streams_only_changes_to_them(admission: Client) -> None:
+    c = admission
+    await set_up_queue(c)
+    named = await submit(c, job("named"))
+    ends = pb.WatchServiceJobsRequest(job_queue="q", statuses=[pb.JOB_STATUS_FAILED])
+
+    async with (
+        watching(c, ends) as stream,
+        watching(
+            c, pb.WatchServiceJobsRequest(job_ids=[named], statuses=[pb.JOB_STATUS_FAILED])
+        ) as primed,
+    ):
+        first = await submit(c, job("one"))
+        second = await submit(c, job("two"))
+        await c.call(
+            c.jobs.TerminateServiceJob, pb.TerminateServiceJobRequest(job_id=second, reason="x")
+        )
+        await c.call(
+            c.jobs.TerminateServiceJob, pb.TerminateServiceJobRequest(job_id=named, reason="y")
+        )
+        seen = [await next_change(stream), await next_change(stream)]
+        named_change = await next_change(primed)  # its RUNNABLE state at the start is not sent
+
+    assert [(s.job_id, s.status) for s in seen] == [
+        (second, pb.JOB_STATUS_FAILED),
+        (named, pb.JOB_STATUS_FAILED),
+    ]
+    assert (named_change.job_id, named_change.status) == (named, pb.JOB_STATUS_FAILED)
+    assert first not in {s.job_id for s in seen}  # RUNNABLE: not streamed
+
+
+@pytest.mark.parametrize("status", [pb.JOB_STATUS_UNSPECIFIED, 99])
+async def test_a_watch_of_no_such_status_is_refused_naming_it(
+    admission: Client, status: int
+) -> None:
+    c = admission
+    await set_up_queue(c)
+    request = pb.WatchServiceJobsRequest(statuses=[pb.JOB_STATUS_RUNNING, status])
+
+    async with watching(c, request) as stream:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await asyncio.wait_for(stream.read(), 10)
+
+    assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "statuses[1]" in (refused.value.details() or "")
+
+
 # ---- rejected requests write nothing ----------------------------------------------------
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT

@@ -159,7 +159,15 @@ def watch(request: pb.WatchServiceJobsRequest, state: State) -> WatchFilter:
         common.job(state, f"job_ids[{i}]", job_id)
     if request.after_sequence < 0:
         raise invalid("after_sequence", "must be >= 0")
-    return WatchFilter(job_queue=queue, quota_share=share, job_ids=frozenset(request.job_ids))
+    for i, status in enumerate(request.statuses):
+        if status == pb.JOB_STATUS_UNSPECIFIED or status not in pb.JobStatus.values():
+            raise invalid(f"statuses[{i}]", f"{status} is not a job status")
+    return WatchFilter(
+        job_queue=queue,
+        quota_share=share,
+        job_ids=frozenset(request.job_ids),
+        statuses=frozenset(request.statuses),
+    )
 
 
 def names(field: str, refs: Sequence[str], kind: Kind) -> list[str] | None:

@@ -32,10 +32,12 @@ class WatchFilter(msgspec.Struct, frozen=True):
     job_ids: frozenset[str] = frozenset()
     # (queue, share) pairs the caller may see; None: all (admins, auditors)
     allowed_shares: frozenset[tuple[str, str]] | None = None
+    statuses: frozenset[int] = frozenset()  # pb.JobStatus values; empty: all
 
     def matches(self, change: pb.JobStateChange) -> bool:
         return (
-            (
+            (not self.statuses or change.status in self.statuses)
+            and (
                 self.allowed_shares is None
                 or (change.job_queue, change.quota_share_name) in self.allowed_shares
             )
@@ -161,7 +163,9 @@ class JobWatchHub:
             for job_id in sorted(where.job_ids):
                 job = state.jobs.get(job_id)
                 if job is not None:
-                    subscription.offer(job_state_change(job, self._follower.seq, state.now))
+                    change = job_state_change(job, self._follower.seq, state.now)
+                    if not where.statuses or change.status in where.statuses:
+                        subscription.offer(change)
         self._subscriptions.add(subscription)
         return subscription
 

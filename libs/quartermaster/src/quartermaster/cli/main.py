@@ -242,7 +242,10 @@ def job_terminate(c: Quartermaster, a: argparse.Namespace) -> None:
 
 
 def job_watch(c: Quartermaster, a: argparse.Namespace) -> None:
-    for change in c.watch(job_ids=a.job_ids, job_queue=a.queue or "", timeout=a.timeout):
+    changes = c.watch(
+        job_ids=a.job_ids, job_queue=a.queue or "", statuses=a.status or (), timeout=a.timeout
+    )
+    for change in changes:
         print(
             f"{when(change.at)}  {change.job_name:<24} {enum_name(change, 'status'):<10} "
             f"{change.status_reason}",
@@ -491,6 +494,13 @@ def parser() -> argparse.ArgumentParser:
     p = command(job, "watch", job_watch, "stream status changes")
     p.add_argument("job_ids", nargs="*", help="jobs to watch (none: every job)")
     p.add_argument("--queue", default=None, help="only this queue's jobs")
+    p.add_argument(
+        "--status",
+        action="append",
+        default=None,
+        help="only changes to this status (repeat for several; unset: every change)",
+        **choice(JOB_STATUSES),
+    )
     p.add_argument("--timeout", type=float, default=None, help="stop after seconds (unset: never)")
     p = command(
         job,

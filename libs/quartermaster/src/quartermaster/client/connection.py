@@ -2,7 +2,10 @@
 
 Every write answers with the log position it reached (`x-qm-seq`); the client
 sends the highest it has seen (`x-qm-min-seq`) with each read, so a describe
-right after a submit sees the submit, whichever admission instance answers.
+right after a submit sees the submit, whichever admission instance answers. It
+asks for the position in the trailing metadata (`x-qm-seq-in: trailer`, which
+spares the server a send of its own) and reads it from either, since a server
+that does not know the key answers in the initial metadata.
 
 The address is the argument, else `QM_ADDRESS`, else 127.0.0.1:50051 (`qm up`);
 `default_client()` is the one client of a process that SDK-shaped objects built
@@ -84,6 +87,18 @@ def _field_of(err: grpc.RpcError, status: status_pb2.Status | None) -> str:
     return ""
 
 
+SEQ_IN_TRAILER = ("x-qm-seq-in", "trailer")  # x-qm-seq in the trailing metadata, please
+
+
+def answered_seq(call: Any) -> int:
+    """The `x-qm-seq` a call answered (trailing metadata, else initial; 0 for none)."""
+    for metadata in (call.trailing_metadata(), call.initial_metadata()):
+        for key, value in metadata or ():
+            if key == "x-qm-seq":
+                return int(value)
+    return 0
+
+
 def limits(capacity: dict[str, int]) -> list[pb.CapacityLimit]:
     return [pb.CapacityLimit(capacity_unit=u, max_capacity=n) for u, n in capacity.items()]
 
@@ -125,15 +140,12 @@ class Quartermaster:
 
     def call(self, method: Any, request: Message) -> Any:
         """Unary call carrying the read-your-writes position both ways."""
+        metadata = (("x-qm-min-seq", str(self.seq)), SEQ_IN_TRAILER)
         try:
-            response, call = method.with_call(
-                request, timeout=self.timeout, metadata=(("x-qm-min-seq", str(self.seq)),)
-            )
+            response, call = method.with_call(request, timeout=self.timeout, metadata=metadata)
         except grpc.RpcError as err:
             raise QuartermasterError.from_rpc_error(err) from err
-        for key, value in call.initial_metadata() or ():
-            if key == "x-qm-seq":
-                self.seq = max(self.seq, int(value))
+        self.seq = max(self.seq, answered_seq(call))
         return response
 
     # ---- administration -------------------------------------------------
@@ -300,9 +312,18 @@ class Quartermaster:
                 return out
 
     def watch(
-        self, job_ids: Sequence[str] = (), job_queue: str = "", timeout: float | None = None
+        self,
+        job_ids: Sequence[str] = (),
+        job_queue: str = "",
+        timeout: float | None = None,
+        statuses: Sequence[str] = (),
     ) -> Iterator[Any]:
-        request = pb.WatchServiceJobsRequest(job_queue=job_queue, job_ids=list(job_ids))
+        """Status changes as they happen; `statuses` (e.g. "SUCCEEDED") keeps only those."""
+        request = pb.WatchServiceJobsRequest(
+            job_queue=job_queue,
+            job_ids=list(job_ids),
+            statuses=[pb.JobStatus.Value(f"JOB_STATUS_{status.upper()}") for status in statuses],
+        )
         try:
             yield from self.jobs.WatchServiceJobs(request, timeout=timeout)
         except grpc.RpcError as err:

@@ -28,6 +28,7 @@ TERMINAL = frozenset({JOB_STATUS_COMPLETED, JOB_STATUS_FAILED})
 # Statuses before any attempt started: no training job yet (the SDK's set).
 NO_TRAINING_JOB = frozenset({"SUBMITTED", "PENDING", "RUNNABLE"})
 RECHECK_SECONDS = 5.0
+STATUS_NAMES = pb.JobStatus.DESCRIPTOR.values_by_name
 
 
 def job_id_of(job_arn: str) -> str:
@@ -103,7 +104,9 @@ class TrainingQueuedJob:
             if left <= 0:
                 raise TimeoutError(f"{self.job_name} is {status}, not one of {sorted(wanted)}")
             for change in self.client.watch(
-                job_ids=[self.job_id], timeout=min(left, RECHECK_SECONDS)
+                job_ids=[self.job_id],
+                timeout=min(left, RECHECK_SECONDS),
+                statuses=[s for s in wanted if f"JOB_STATUS_{s}" in STATUS_NAMES],
             ):
                 if enum_text(pb.JobStatus.DESCRIPTOR, change.status) in wanted:
                     break

@@ -1029,16 +1029,18 @@ class ListServiceJobsResponse(_message.Message):
     def __init__(self, job_summary_list: _Optional[_Iterable[_Union[ServiceJobSummary, _Mapping]]] = ..., next_token: _Optional[str] = ...) -> None: ...
 
 class WatchServiceJobsRequest(_message.Message):
-    __slots__ = ("job_queue", "quota_share_name", "job_ids", "after_sequence")
+    __slots__ = ("job_queue", "quota_share_name", "job_ids", "after_sequence", "statuses")
     JOB_QUEUE_FIELD_NUMBER: _ClassVar[int]
     QUOTA_SHARE_NAME_FIELD_NUMBER: _ClassVar[int]
     JOB_IDS_FIELD_NUMBER: _ClassVar[int]
     AFTER_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    STATUSES_FIELD_NUMBER: _ClassVar[int]
     job_queue: str
     quota_share_name: str
     job_ids: _containers.RepeatedScalarFieldContainer[str]
     after_sequence: int
-    def __init__(self, job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., job_ids: _Optional[_Iterable[str]] = ..., after_sequence: _Optional[int] = ...) -> None: ...
+    statuses: _containers.RepeatedScalarFieldContainer[JobStatus]
+    def __init__(self, job_queue: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., job_ids: _Optional[_Iterable[str]] = ..., after_sequence: _Optional[int] = ..., statuses: _Optional[_Iterable[_Union[JobStatus, str]]] = ...) -> None: ...
 
 class JobStateChange(_message.Message):
     __slots__ = ("job_id", "job_name", "job_queue", "quota_share_name", "status", "status_reason", "sequence", "at")
