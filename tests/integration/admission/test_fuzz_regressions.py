@@ -98,6 +98,9 @@ class CaughtUpWriter:
 
 
 class Context:
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ()
+
     async def send_initial_metadata(self, metadata: Any) -> None:
         return None
 

@@ -1,6 +1,9 @@
 """Read-your-writes: reads wait until the read side has folded what a client wrote.
 
-A write answers `x-qm-seq: <seq>` in its initial metadata. A read waits for the
+A write answers `x-qm-seq: <seq>` in its initial metadata, or, when the client
+asks with `x-qm-seq-in: trailer`, in its trailing metadata: gRPC then sends it
+with the status, while initial metadata of its own costs the server a separate
+send before the reply. A read waits for the
 projection (or the follower) to reach the larger of the `x-qm-min-seq` the client
 sends and the newest envelope this process appended, so a client reads its own
 writes through this process without any header, and through another with it.
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 import grpc
 
-from qm_admission.errors import DeadlineReached, ReadModelBehind
+from qm_admission.errors import DeadlineReached, ReadModelBehind, invalid
 from qm_admission.ports import PositionPort
 from qm_admission.validation.hostile import decimal
 from qm_admission.writer import RequestWriter
@@ -23,6 +26,9 @@ from quartermaster.eventlog import LogFollower
 
 MIN_SEQ_KEY = "x-qm-min-seq"
 SEQ_KEY = "x-qm-seq"
+SEQ_IN_KEY = "x-qm-seq-in"  # where the client wants x-qm-seq: "initial" (default) or "trailer"
+IN_TRAILER = "trailer"
+IN_INITIAL = "initial"
 # A wait this short still returns at once when the position is already there.
 MIN_WAIT_SECONDS = 0.01
 
@@ -35,9 +41,29 @@ def requested_min_seq(context: grpc.aio.ServicerContext) -> int:
     return 0
 
 
-async def announce(context: grpc.aio.ServicerContext, seq: int) -> None:
-    """Tell the client the log position its write is at (send before the reply)."""
-    await context.send_initial_metadata(((SEQ_KEY, str(seq)),))
+def seq_in_trailer(context: grpc.aio.ServicerContext) -> bool:
+    """Whether the client asked for `x-qm-seq` in the trailing metadata.
+
+    Read before a write is made, so a bad value is refused before anything is appended.
+    """
+    for key, value in context.invocation_metadata() or ():
+        if key == SEQ_IN_KEY:
+            if value == IN_TRAILER:
+                return True
+            if value == IN_INITIAL:
+                return False
+            raise invalid(SEQ_IN_KEY, f"must be {IN_INITIAL!r} or {IN_TRAILER!r}")
+    return False
+
+
+async def announce(context: grpc.aio.ServicerContext, seq: int, in_trailer: bool) -> None:
+    """Tell the client the log position its write is at (initial metadata: before the
+    reply; trailing: with the status)."""
+    seq_md = ((SEQ_KEY, str(seq)),)
+    if in_trailer:
+        context.set_trailing_metadata(seq_md)
+    else:
+        await context.send_initial_metadata(seq_md)
 
 
 class Consistency:

@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from qm_admission.consistency import Consistency, announce
+from qm_admission.consistency import Consistency, announce, seq_in_trailer
 from qm_admission.ports import ReadModelPort
 from qm_admission.settings import Settings
 from qm_admission.watch import JobWatchHub
@@ -32,6 +32,7 @@ class Backends(msgspec.Struct, frozen=True, kw_only=True):
 
 async def write(backends: Backends, context: Any, validate: Validator) -> Written[None]:
     """Validate on the caught-up state, append, and send `x-qm-seq` to the client."""
+    in_trailer = seq_in_trailer(context)
     written = await backends.writer.write(lambda state, now: Plan(validate(state, now), None))
-    await announce(context, written.seq)
+    await announce(context, written.seq, in_trailer)
     return written

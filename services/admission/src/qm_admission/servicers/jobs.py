@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 
 from qm_admission import access, queries, validation
-from qm_admission.consistency import announce
+from qm_admission.consistency import announce, seq_in_trailer
 from qm_admission.errors import Code, RequestRejected, invalid, not_found
 from qm_admission.group_commit import SubmitGroups
 from qm_admission.servicers.base import Backends, write
@@ -107,12 +107,13 @@ class ServiceJobs(rpc.ServiceJobsServicer):
     async def _submit(
         self, requests: list[pb.SubmitServiceJobRequest], context: Any
     ) -> list[Outcome]:
+        in_trailer = seq_in_trailer(context)
         refused = _refused_submissions(requests)
         allowed = [r for i, r in enumerate(requests) if i not in refused]
         outcomes: list[Outcome] = []
         if allowed:
             written = await self.submit_groups.submit(allowed)
-            await announce(context, written.seq)
+            await announce(context, written.seq, in_trailer)
             outcomes = list(written.result)
         merged = iter(outcomes)
         return [refused[i] if i in refused else next(merged) for i in range(len(requests))]
