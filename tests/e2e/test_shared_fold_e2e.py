@@ -1,14 +1,17 @@
 """`qm up` folds the log once: scheduler, warm pool, admission and projector read one fold.
 
 Counted on the real nats-server: the consumers on the log stream while jobs run are
-the stack's one reader with a shared fold, one per service without it.
+the stack's one reader with a shared fold, one per service without it. With a shared
+fold the node agents read it too, so no host views are relayed to a feed.
 """
 
 from __future__ import annotations
 
+import nats.js.errors
 from conftest import StackFactory, client_for
 from scenario import setup_queue, shell, status, until
 
+from quartermaster.bus.feed import feed_stream
 from quartermaster.client import TrainingQueue
 from quartermaster_stack.thread import StackThread
 
@@ -18,6 +21,20 @@ def log_consumers(stack: StackThread) -> int:
         event_log = stack.stack._logs["admission"]
         info = await event_log.js.stream_info(stack.stack.settings.stream)
         return int(info.state.consumer_count)
+
+    return stack.run(count())
+
+
+def feed_messages(stack: StackThread) -> int:
+    """Host views on the relay's feed stream (0 if the stream was never made)."""
+
+    async def count() -> int:
+        event_log = stack.stack._logs["admission"]
+        try:
+            info = await event_log.js.stream_info(feed_stream(stack.stack.settings.stream))
+        except nats.js.errors.NotFoundError:
+            return 0
+        return int(info.state.messages)
 
     return stack.run(count())
 
@@ -44,6 +61,7 @@ def test_the_services_of_qm_up_share_one_fold(make_stack: StackFactory) -> None:
     assert scheduler.follower.state is fold.state
     run_jobs(queue, ["after"])
     assert log_consumers(stack) == 1
+    assert feed_messages(stack) == 0  # the agents read the fold: nothing relayed
 
 
 def test_without_a_shared_fold_each_service_reads_the_log(make_stack: StackFactory) -> None:
@@ -52,3 +70,4 @@ def test_without_a_shared_fold_each_service_reads_the_log(make_stack: StackFacto
     run_jobs(queue, ["j0", "j1"])
     assert stack.stack.fold is None
     assert log_consumers(stack) == 4  # scheduler, warm pool, admission, projector
+    assert feed_messages(stack) > 0  # the agents read their host feeds

@@ -362,6 +362,7 @@ class Stack:
             instance_id="stack-scheduler",
             lease_ttl_seconds=3.0,
             heartbeat_timeout_seconds=self.settings.heartbeat_timeout_seconds,
+            relay_host_feeds=self.fold is None,  # agents on a share of the fold read no feed
             **self._bus_fields("scheduler"),
         )
         event_log = await self._connect("scheduler")

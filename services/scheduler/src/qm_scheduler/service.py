@@ -68,14 +68,17 @@ class Scheduler:
         )
         self.follower = self._shared or await self._own_follower()
         self.follower.listen(self._on_batch)
-        relay = self.relay = HostRelay(self.follower, active=self._leads_hosts)
+        if self.settings.relay_host_feeds:
+            self.relay = HostRelay(self.follower, active=self._leads_hosts)
+        relay = self.relay
         self.liveness = LivenessWatch(self.log.nc, self.log.js, self.log.stream)
         self.liveness.on_ready(self._dirty.set)  # losses may be judged from now on
         loop = asyncio.get_running_loop()
 
         def wake() -> None:  # called from the lease thread
             loop.call_soon_threadsafe(self._dirty.set)
-            loop.call_soon_threadsafe(relay.poke)  # a gained _hosts lease: publish at once
+            if relay is not None:  # a gained _hosts lease: publish at once
+                loop.call_soon_threadsafe(relay.poke)
 
         self.leadership = Leadership(
             self.settings,
@@ -86,7 +89,8 @@ class Scheduler:
         self._want_leases()
         await asyncio.to_thread(self.leadership.start)
         await self.follower.start()
-        await self.relay.start()
+        if self.relay is not None:
+            await self.relay.start()
         await self.liveness.start()
 
     async def _own_follower(self) -> LogFollower:

@@ -24,6 +24,9 @@ class SchedulerSettings(BusSettings, frozen=True, kw_only=True):
     snapshot_every: int = 2000  # messages folded between snapshots
     terminal_retention_seconds: float = 3600.0  # ended jobs leave the state after this (0: never)
     queues: tuple[str, ...] = ()  # lead only these queues (empty: any)
+    # Publish each host's view for node agents reading host feeds; off only where no agent
+    # does (`qm up`: its agents read the process's fold).
+    relay_host_feeds: bool = True
     metrics_port: int = 0  # serve Prometheus /metrics here (0: off)
     metrics_host: str = "127.0.0.1"
 
