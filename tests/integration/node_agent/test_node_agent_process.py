@@ -114,6 +114,28 @@ async def test_a_command_that_does_not_exist_is_a_client_error(cluster: Cluster)
     assert not cluster.reported("typo", ev.JobRunning)
 
 
+async def test_a_command_removed_after_it_was_found_is_still_a_client_error(
+    cluster: Cluster,
+) -> None:
+    """The agent remembers commands it found on the job PATH; the wrapper catches one
+    removed since (exit 127 of a missing command) as the same client error."""
+    tools = cluster.tmp / "tools"
+    tools.mkdir()
+    trainer = tools / "short-lived-trainer"
+    trainer.write_text("#!/bin/sh\nexit 0\n")
+    trainer.chmod(0o755)
+    async with cluster.agent(cluster.settings(job_path=f"{tools}:/usr/bin:/bin")):
+        await cluster.until_host()
+        await cluster.run("found", payload(entrypoint=["short-lived-trainer"]))
+        await cluster.until_reported("found", ev.JobSucceeded)
+        trainer.unlink()
+        await cluster.run("gone", payload(entrypoint=["short-lived-trainer"]))
+
+        failed = await cluster.until_reported("gone", ev.JobFailed)
+    assert failed.failure_class is ev.FailureClass.CLIENT_ERROR
+    assert failed.reason == "ClientError: command not found: short-lived-trainer"
+
+
 async def test_preemption_sends_sigterm_to_the_job_and_confirms_the_stop(cluster: Cluster) -> None:
     marker = cluster.tmp / "terminated"
     ready = cluster.tmp / "ready"

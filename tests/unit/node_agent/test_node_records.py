@@ -100,6 +100,31 @@ def test_a_torn_write_leaves_the_previous_version(tmp_path: Path) -> None:
     assert AttemptStore(layout).load_all() == [first]
 
 
+def test_a_note_is_read_back_and_a_torn_one_leaves_the_durable_version(tmp_path: Path) -> None:
+    """`note` writes unflushed: an agent restart reads it (the page cache has it); a
+    host crash that tears it leaves the version saved before it."""
+    layout = Layout(tmp_path)
+    layout.create()
+    store = AttemptStore(layout)
+    first = record_of("j")
+    store.save(first)
+    noted = msgspec.structs.replace(first, pid=7, running_at=2.0)
+    store.note(noted)
+    store.note(record_of("other", pid=9))  # a record's first write may be a note too
+    store.close()
+    assert AttemptStore(layout).load_all() == [noted, record_of("other", pid=9)]
+
+    with open(layout.records_file, "r+b") as handle:  # the note's block, half written
+        handle.seek(BLOCK + 30)
+        handle.write(b"\xff" * 8)
+    again = AttemptStore(layout)
+    assert again.load_all()[0] == first
+    final = msgspec.structs.replace(first, outcome=None, pid=8)
+    again.save(final)  # a later save supersedes both
+    again.close()
+    assert AttemptStore(layout).load_all()[0] == final
+
+
 def test_records_of_the_one_file_layout_move_into_slots(tmp_path: Path) -> None:
     layout = Layout(tmp_path)
     layout.create()

@@ -37,6 +37,7 @@ from quartermaster.bus import BusError, JetStreamLog
 from quartermaster.bus.liveness import Beat, send_beat
 from quartermaster.core import HostStatus, Job, State
 from quartermaster.eventlog import LogFollower
+from quartermaster.eventlog.host_feed import touched
 from quartermaster.eventlog.host_reader import HostFeedFollower
 from quartermaster.eventlog.process import manages_stream
 from quartermaster.metrics.attempts import NodeMetrics, StartObserver
@@ -104,6 +105,7 @@ class NodeAgent:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._runners: dict[AttemptKey, AttemptRunner] = {}
         self._records: dict[AttemptKey, AttemptRecord] = {}
+        self._holder: str | None = None  # what held this host at the last reconcile
         self._confirmed: set[AttemptKey] = set()
         self._kept_chains: set[str] | None = None
         self._deleting: set[Path] = set()
@@ -276,7 +278,20 @@ class NodeAgent:
 
     # ---- reconciliation ----------------------------------------------------------------
     def _on_batch(self, seq: int, subject: str, events: list[ev.AnyEvent]) -> None:
+        if not isinstance(self._follower, HostFeedFollower) and not self._concerns_me(events):
+            return
         self._reconcile()
+
+    def _concerns_me(self, events: list[ev.AnyEvent]) -> bool:
+        """Whether a batch of the whole log may change what this host must do: it names the
+        host, or a job or pool on it, or a job this host holds a record of (whose new
+        attempt may have left it). The relay publishes a host's view on the same rule;
+        most batches of a many-host log concern other hosts. `_holder` is the job or pool
+        that held the host at the last look: an ended pool no longer names its hosts."""
+        hosts, jobs = touched(self.state, events)
+        if self.host_id in hosts or self._holder in jobs:
+            return True
+        return any(key[0] in jobs for key in self._records)
 
     def _reconcile(self) -> None:
         """Make this host match the folded state (runs after every folded batch)."""
@@ -286,6 +301,7 @@ class NodeAgent:
         host = state.hosts.get(self.host_id)
         if host is None:
             return
+        self._holder = host.holder
         self._keep_registered(host.status)
         for key, runner in self._runners.items():
             reason = stop_reason(state, self.host_id, *key)

@@ -236,16 +236,18 @@ class AttemptRunner:
         starting: asyncio.Future[int] | None = None,
         **record: object,
     ) -> float:
-        """Save where the job runs (`record`: its pid) and when, in one write, and report;
-        returns once both are done, and `starting` (JobStarting's report) too.
+        """Note where the job runs (`record`: its pid) and when, and report; returns
+        once the report, and `starting` (JobStarting's report), are acked.
 
-        All at once: the write guards nothing the report says. A restart that finds
-        no pid in the record finds the part by its attempt (`JobRuntime.adopt`), and
-        one that finds no `running_at` reports JobRunning again (same msg id).
+        The note is written unflushed: it guards nothing the report says. A restart
+        that finds no pid in the record finds the part by its attempt
+        (`JobRuntime.adopt`), and one that finds no `running_at` reports JobRunning
+        again (same msg id; the fold takes a repeated JobRunning as a no-op).
         """
         event = self._event(ev.JobRunning, start_phases=start_phases)
+        self.record = msgspec.structs.replace(self.record, running_at=event.at, **record)
+        self._store.note(self.record)
         await asyncio.gather(
-            self._save(running_at=event.at, **record),
             self._reporter.report(event, self.trace),
             *([] if starting is None else [starting]),
         )

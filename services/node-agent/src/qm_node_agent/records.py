@@ -112,6 +112,23 @@ class AttemptStore:
             self._slots[slot] = _Slot(block, version)
             self._records[record.key] = record
 
+    def note(self, record: AttemptRecord) -> None:
+        """Write without a flush (for what guards nothing: a restart can do without it).
+
+        One block in the page cache, on the caller's thread: it survives an agent
+        crash, and the next flush of the file writes it out. A host crash may lose or
+        tear it; the slot's other block still holds the previous version."""
+        payload = _encode(record)
+        with self._lock:
+            fd = self._open()
+            slot = self._where.get(record.key)
+            if slot is None:
+                slot = self._where[record.key] = self._take_slot(fd)
+            block, version = self._next(slot)
+            _write(fd, slot, block, version, payload)
+            self._slots[slot] = _Slot(block, version)
+            self._records[record.key] = record
+
     async def persist(self, record: AttemptRecord) -> None:
         """`save` in a worker thread: the flush never blocks the agent's event loop."""
         await asyncio.to_thread(self.save, record)

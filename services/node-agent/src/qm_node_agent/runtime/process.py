@@ -186,11 +186,25 @@ async def _until_exited(pid: int) -> None:
         os.close(fd)
 
 
+_found_on_path: set[tuple[str, str]] = set()  # (program, PATH) pairs `which` found
+
+
 def _resolvable(program: str, work_dir: Path, job_path: str) -> bool:
+    """A clear client error for a command that is nowhere, before anything starts.
+
+    Found commands are remembered (a PATH search stats every folder on it, on the
+    loop, for every launch); one removed since is still caught: the wrapper
+    reports exit 127 of a missing command as a start error."""
     if "/" in program:
         path = Path(program) if os.path.isabs(program) else work_dir / program
         return path.is_file() and os.access(path, os.X_OK)
-    return shutil.which(program, path=job_path) is not None
+    if (program, job_path) in _found_on_path:
+        return True
+    if shutil.which(program, path=job_path) is None:
+        return False
+    if len(_found_on_path) < 1024:
+        _found_on_path.add((program, job_path))
+    return True
 
 
 def wrapper_alive(pid: int, exit_file: Path) -> bool:
