@@ -3,7 +3,10 @@
 It owns a `State` (the fold is the single source of truth) and, for each run
 of log messages, folds them, then in ONE transaction writes the rows of every
 entity they touched, their audit rows and its tracking record
-(`projection_position`), and notifies the position channel. A message at or
+(`projection_position`), and notifies the position channel: as one statement
+when only entity and audit rows change (`combined`: one round trip instead of
+one per statement), else as a transaction. While it follows the log it writes
+on one connection it holds (no pool reset after each write). A message at or
 below the stored position is skipped, so a redelivery changes nothing, and a
 restarted projector refolds the log up to its position before it writes again.
 From the log it folds only the events each message's subject may carry
@@ -33,7 +36,7 @@ from quartermaster.bus.errors import TransientBusError
 from quartermaster.core import State, fold
 from quartermaster.eventlog.envelope import admitted
 from quartermaster.events import AnyEvent
-from quartermaster.store import rows
+from quartermaster.store import combined, rows
 from quartermaster.store.changes import Changes
 from quartermaster.store.errors import (
     PermanentStoreError,
@@ -182,6 +185,8 @@ class Projector:
         self._committed = 0  # last seq known to be in the tables
         self._pending: rows.Writes | None = None  # folded, not yet committed
         self._written: dict[rows.ConfigKey, str] = {}
+        self._combined: dict[tuple[str, ...], str] = {}  # statement by the tables it writes
+        self._held: Any = None  # the connection `run` writes on (None: one from the pool each time)
         self._prepared = False
         self._advanced = asyncio.Condition()
 
@@ -263,37 +268,11 @@ class Projector:
         writes = self._pending
         assert writes is not None
         self._last_write = asyncio.get_running_loop().time()
-        sql = self._sql
         try:
-            async with self.pool.acquire() as conn, conn.transaction():
-                stored = int(await conn.fetchval(sql.lock_position, self.name) or 0)
-                written = stored < writes.seq
-                if written:
-                    for statement, args in (
-                        (sql.jobs, writes.jobs),
-                        (sql.attempts, writes.attempts),
-                        (sql.pools, writes.pools),
-                        (sql.hosts, writes.hosts),
-                        (sql.environments, writes.environments),
-                        (sql.policies, writes.policies),
-                        (sql.queues, writes.queues),
-                        (sql.shares, writes.shares),
-                        (sql.share_deletes, writes.share_deletes),
-                        (sql.environment_deletes, writes.environment_deletes),
-                        (sql.policy_deletes, writes.policy_deletes),
-                        (sql.queue_deletes, writes.queue_deletes),
-                        (sql.audit, writes.audit),
-                    ):
-                        if args:
-                            await conn.executemany(statement, args)
-                    await conn.execute(
-                        sql.set_position,
-                        self.name,
-                        writes.seq,
-                        writes.at,
-                        self._channel,
-                        f"{self.name}:{writes.seq}",
-                    )
+            if combined.fits(writes):
+                written, stored = await self._write_combined(writes)
+            else:
+                written, stored = await self._write_transaction(writes)
         except Exception as err:
             if _cancelling():  # the clean-up of a cancelled write failed: stay cancelled
                 raise asyncio.CancelledError from err
@@ -309,6 +288,87 @@ class Projector:
         async with self._advanced:
             self._committed = max(writes.seq, stored)
             self._advanced.notify_all()
+
+    async def _write_combined(self, writes: rows.Writes) -> tuple[bool, int]:
+        """One statement (see `combined`); (whether it wrote, the stored position if not)."""
+        tables = combined.tables_of(writes)
+        key = tuple(t.name for t in tables)
+        statement = self._combined.get(key)
+        if statement is None:
+            statement = self._combined[key] = combined.statement(self.schema, tables)
+        async with self._connection() as conn:
+            notified = await conn.fetch(
+                statement,
+                self.name,
+                writes.seq,
+                writes.at,
+                self._channel,
+                f"{self.name}:{writes.seq}",
+                *combined.arguments(tables, writes),
+            )
+            if notified:
+                return True, 0
+            return False, int(await conn.fetchval(self._sql.position, self.name) or 0)
+
+    async def _write_transaction(self, writes: rows.Writes) -> tuple[bool, int]:
+        """Every row in one transaction of a statement per table, the position row locked."""
+        sql = self._sql
+        async with self._connection() as conn, conn.transaction():
+            stored = int(await conn.fetchval(sql.lock_position, self.name) or 0)
+            written = stored < writes.seq
+            if written:
+                for statement, args in (
+                    (sql.jobs, writes.jobs),
+                    (sql.attempts, writes.attempts),
+                    (sql.pools, writes.pools),
+                    (sql.hosts, writes.hosts),
+                    (sql.environments, writes.environments),
+                    (sql.policies, writes.policies),
+                    (sql.queues, writes.queues),
+                    (sql.shares, writes.shares),
+                    (sql.share_deletes, writes.share_deletes),
+                    (sql.environment_deletes, writes.environment_deletes),
+                    (sql.policy_deletes, writes.policy_deletes),
+                    (sql.queue_deletes, writes.queue_deletes),
+                    (sql.audit, writes.audit),
+                ):
+                    if args:
+                        await conn.executemany(statement, args)
+                await conn.execute(
+                    sql.set_position,
+                    self.name,
+                    writes.seq,
+                    writes.at,
+                    self._channel,
+                    f"{self.name}:{writes.seq}",
+                )
+        return written, stored
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[Any]:
+        if self._held is not None:
+            yield self._held
+        else:
+            async with self.pool.acquire() as conn:
+                yield conn
+
+    @contextlib.asynccontextmanager
+    async def _holding(self) -> AsyncIterator[None]:
+        """Write on one connection while following the log: a connection from the pool
+        for each write costs the pool's reset (a round trip) when it goes back."""
+        try:
+            conn = await self.pool.acquire()
+        except Exception as err:
+            raise store_error(err, f"connect projection {self.name}") from err
+        self._held = conn
+        try:
+            yield
+        finally:
+            self._held = None
+            try:
+                await self.pool.release(conn)
+            except Exception:  # a broken connection: the pool replaces it
+                log.debug("projection %s: releasing its connection failed", self.name)
 
     # ---- following the log ---------------------------------------------------------
 
@@ -359,14 +419,15 @@ class Projector:
         delay = retry_delay
         while True:
             try:
-                if self._pending is not None:
-                    await self._flush()
-                await self.rebuild(event_log)
-                delay = retry_delay
-                if feed is None:
-                    await self._follow(event_log)
-                else:
-                    await self._follow_fed(event_log, feed())
+                async with self._holding():
+                    if self._pending is not None:
+                        await self._flush()
+                    await self.rebuild(event_log)
+                    delay = retry_delay
+                    if feed is None:
+                        await self._follow(event_log)
+                    else:
+                        await self._follow_fed(event_log, feed())
             except asyncio.CancelledError:
                 raise
             except PermanentStoreError:
