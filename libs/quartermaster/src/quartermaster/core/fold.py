@@ -43,11 +43,14 @@ from quartermaster.core.model import (
     Share,
     WarmPool,
 )
-from quartermaster.core.preemption import victim_order
-from quartermaster.core.state import State
+from quartermaster.core.state import DEADLINES, State
 
 Handler = Callable[[State, Any], None]
 _HANDLERS: dict[type[ev.Event], Handler] = {}
+# Handlers that also do their event's touch (`core.changes`): with the job they look
+# up anyway, instead of a second call and lookup. tests/unit/core/test_fold_touches.py
+# checks, event by event, that they count exactly what `changes.touch` counts.
+_FUSED: dict[type[ev.Event], Handler] = {}
 
 
 def _on(event_type: type[ev.Event]) -> Callable[[Handler], Handler]:
@@ -59,17 +62,34 @@ def _on(event_type: type[ev.Event]) -> Callable[[Handler], Handler]:
     return register
 
 
+def _fused(event_type: type[ev.Event]) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        _FUSED[event_type] = fn
+        _STEPS.clear()
+        return fn
+
+    return register
+
+
 def _ignore(state: State, e: Any) -> None:
     pass
 
 
-# Per event type: what it touches (`core.changes`, applied first: the job, pool or
-# host as it was) and its handler. One lookup per event instead of two.
-_STEPS: dict[type[ev.Event], tuple[Handler, Handler]] = {}
+# Per event type, the one call that applies it: a fused handler, or what it touches
+# (`core.changes`, applied first: the job, pool or host as it was) then its handler.
+_STEPS: dict[type[ev.Event], Handler] = {}
 
 
-def _step(kind: type[ev.Event]) -> tuple[Handler, Handler]:
-    step = _STEPS[kind] = (TOUCHES.get(kind, touch_everything), _HANDLERS.get(kind, _ignore))
+def _step(kind: type[ev.Event]) -> Handler:
+    step = _FUSED.get(kind)
+    if step is None:
+        touch, handler = TOUCHES.get(kind, touch_everything), _HANDLERS.get(kind, _ignore)
+
+        def step(state: State, e: Any) -> None:
+            touch(state, e)
+            handler(state, e)
+
+    _STEPS[kind] = step
     return step
 
 
@@ -80,12 +100,22 @@ def fold(state: State, event: ev.Event) -> State:
         state.now = at
     state.seq += 1
     kind = type(event)
-    touch, handler = _STEPS.get(kind) or _step(kind)
-    touch(state, event)
-    handler(state, event)
+    (_STEPS.get(kind) or _step(kind))(state, event)
     if state.retention_seconds is not None and state.now >= state.next_sweep:
         retention.sweep(state)
     return state
+
+
+def _touched(state: State, job_id: str) -> Job | None:
+    """`State.touch_job` that returns the job: its queue (or its pool's) decides again."""
+    job = state.jobs.get(job_id)
+    if job is not None:
+        state.queue_version[job.queue] += 1
+        return job
+    pool = state.pools.get(job_id)
+    if pool is not None:
+        state.queue_version[pool.queue] += 1
+    return None
 
 
 def fold_all(state: State, events: Iterable[ev.Event]) -> State:
@@ -234,8 +264,9 @@ def tags_of(
 # ---- jobs: requests -----------------------------------------------------
 
 
-@_on(ev.JobSubmitted)
+@_fused(ev.JobSubmitted)
 def _submitted(state: State, e: ev.JobSubmitted) -> None:
+    state.queue_version[e.job_queue] += 1  # changes: the queue it joins
     if e.job_id in state.jobs:
         return
     duration, runtime = e.attempt_duration_seconds, e.max_runtime_seconds
@@ -269,7 +300,9 @@ def _submitted(state: State, e: ev.JobSubmitted) -> None:
     job.chain_id = e.job_id
     job.submitted_by = e.principal
     state.jobs[e.job_id] = job
-    state.runnable.put((e.job_queue, e.quota_share, e.instance_type), job.queue_entry())
+    # Job.queue_entry, built here from the event
+    entry = (-e.scheduling_priority, e.at, e.job_id, e.job_id)
+    state.runnable.put((e.job_queue, e.quota_share, e.instance_type), entry)
 
 
 @_on(ev.JobPriorityUpdated)
@@ -323,13 +356,20 @@ def _reason(state: State, e: ev.JobStatusReasonSet) -> None:
 # ---- jobs: decisions ----------------------------------------------------
 
 
-@_on(ev.JobDispatched)
+@_fused(ev.JobDispatched)
 def _dispatched(state: State, e: ev.JobDispatched) -> None:
     job = state.jobs.get(e.job_id)
-    if job is None or job.status is not RUNNABLE or job.awaiting_outcome:
+    pool_id = e.warm_pool
+    if pool_id is not None:  # changes: the pool's units leave its own share
+        _touched(state, pool_id)
+    if job is None:
+        _touched(state, e.job_id)
+        return
+    state.queue_version[job.queue] += 1  # changes: the job's queue
+    if job.status is not RUNNABLE or job.awaiting_outcome:
         return
     env = state.queues[job.queue].environment
-    hosts, pool_id, known = e.hosts, e.warm_pool, state.hosts
+    hosts, known = e.hosts, state.hosts
     # Raced with another writer (host lost, taken, pool gone): the job stays RUNNABLE.
     pool = None
     if pool_id is None:
@@ -343,7 +383,8 @@ def _dispatched(state: State, e: ev.JobDispatched) -> None:
         pool = state.pools.get(pool_id)
         if pool is None or pool.status is not POOL_AVAILABLE or pool.hosts != hosts:
             return
-    key = (job.queue, job.share, job.unit)
+    queue, share, unit, count = job.queue, job.share, job.unit, job.count
+    key = (queue, share, unit)
     use, env_use = state.use, state.env_use
     job_id = job.job_id
     if pool is not None:
@@ -352,35 +393,43 @@ def _dispatched(state: State, e: ev.JobDispatched) -> None:
         env_use[(env, pool.unit)] -= pool.count
         job.chain_id = pool.chain_id
         job.chain_started_at = pool.chain_started_at
-    else:
-        job.chain_id = job_id
-        job.chain_started_at = None
-    state.runnable.drop(key, job.queue_entry())
+    else:  # stores skipped where the value is already there (a Struct's store is slow)
+        if job.chain_id != job_id:
+            job.chain_id = job_id
+        if job.chain_started_at is not None:
+            job.chain_started_at = None
+    priority = job.priority
+    state.runnable.drop(key, (-priority, job.created_at, job_id, job_id))  # queue_entry
+    free_bound = state.free_bound
     for host_id in hosts:  # State.take_host, inlined
         host = known[host_id]
-        if host.environment is None:
+        host_env = host.environment
+        if host_env is None:
             state.free_unbound.drop(host.unit, host_id)
         else:
-            state.free_bound.drop((host.environment, host.unit), host_id)
+            free_bound.drop((host_env, host.unit), host_id)
         host.holder = job_id
         host.holder_env = env
-    use[key] += job.count
-    env_use[(env, job.unit)] += job.count
+    use[key] += count
+    env_use[(env, unit)] += count
     job.status = SCHEDULED
-    job.status_reason = ""
+    if job.status_reason:
+        job.status_reason = ""
     job.attempt_no = e.attempt
     job.hosts = hosts
-    job.ended_hosts = []
-    job.started = False
-    job.stop_cause = None
-    job.stop_reason = ""
-    job.failure = None
-    job.failure_reason = ""
-    job.failure_exit_code = None
-    job.dispatched_at = e.at
-    job.running_at = None
-    job.attempts.append(Attempt(e.attempt, hosts, e.at))
-    state.victims.put(key, victim_order(job))
+    attempts = job.attempts
+    if attempts:  # what an earlier attempt left; a first one finds the defaults
+        job.ended_hosts = []
+        job.started = False
+        job.stop_cause = None
+        job.stop_reason = ""
+        job.failure = None
+        job.failure_reason = ""
+        job.failure_exit_code = None
+        job.running_at = None
+    job.dispatched_at = at = e.at
+    attempts.append(Attempt(e.attempt, hosts, at))
+    state.victims.put(key, (priority, -at, job_id))  # preemption.victim_order
 
 
 @_on(ev.JobPreemptionRequested)
@@ -425,22 +474,37 @@ def _finally_failed(state: State, e: ev.JobFinallyFailed) -> None:
 # ---- jobs: node agent reports ------------------------------------------
 
 
-@_on(ev.JobStarting)
+# Reports name the live attempt (`lifecycle.current`, inlined in the frequent ones).
+
+
+@_fused(ev.JobStarting)  # changes: touches nothing
 def _starting(state: State, e: ev.JobStarting) -> None:
-    job = lifecycle.current(state, e.job_id, e.attempt)
-    if job is None or e.host not in job.hosts:
+    job = state.jobs.get(e.job_id)
+    if (
+        job is None
+        or job.attempt_no != e.attempt
+        or job.awaiting_outcome
+        or e.host not in job.hosts  # also: no hosts, no live attempt
+    ):
         return
-    job.started = True
+    if not job.started:
+        job.started = True
     if job.status is SCHEDULED:
         job.status = STARTING
 
 
-@_on(ev.JobRunning)
+@_fused(ev.JobRunning)  # changes: touches nothing
 def _running(state: State, e: ev.JobRunning) -> None:
-    job = lifecycle.current(state, e.job_id, e.attempt)
-    if job is None or e.host not in job.hosts:
+    job = state.jobs.get(e.job_id)
+    if (
+        job is None
+        or job.attempt_no != e.attempt
+        or job.awaiting_outcome
+        or e.host not in job.hosts
+    ):
         return
-    job.started = True
+    if not job.started:
+        job.started = True
     status = job.status
     if status is SCHEDULED or status is STARTING:
         job.status = RUNNING
@@ -448,13 +512,28 @@ def _running(state: State, e: ev.JobRunning) -> None:
         attempt = job.attempts[-1]
         attempt.started_at = at
         attempt.start_phases = e.start_phases
-        if job.stop_cause is None:
-            state.set_deadline(job)
+        if job.stop_cause is None and job.timeout_seconds is not None:  # State.set_deadline
+            state.timeline.put(DEADLINES, (at + job.timeout_seconds, job.job_id))
 
 
-@_on(ev.JobSucceeded)
+@_fused(ev.JobSucceeded)
 def _succeeded(state: State, e: ev.JobSucceeded) -> None:
-    lifecycle.host_ended(state, e.job_id, e.attempt, e.host, e.at, e.exit_code)
+    job = state.jobs.get(e.job_id)
+    if job is None:
+        _touched(state, e.job_id)
+        return
+    state.queue_version[job.queue] += 1  # changes: the job's queue
+    if job.attempt_no != e.attempt or job.awaiting_outcome:
+        return
+    # lifecycle.end_on_host, inlined
+    host, hosts, ended = e.host, job.hosts, job.ended_hosts
+    if host not in hosts or host in ended:  # also: no hosts, no live attempt
+        return
+    ended.append(host)
+    if e.exit_code is not None:
+        job.attempts[-1].exit_code = e.exit_code
+    if len(ended) == len(hosts):
+        lifecycle.finalize(state, job, e.at)
 
 
 @_on(ev.JobFailed)
@@ -550,42 +629,47 @@ def _host_gone(state: State, host_id: str, status: HostStatus, at: float, why: s
 # ---- warm pools ------------------------------------------------------------
 
 
-@_on(ev.WarmPoolAvailable)
+@_fused(ev.WarmPoolAvailable)
 def _pool_available(state: State, e: ev.WarmPoolAvailable) -> None:
+    job = _touched(state, e.job_id)  # changes: the job's queue
     pool = state.pools.get(e.job_id)
     if pool is not None and pool.status is POOL_AVAILABLE:
         _restate_expiry(state, pool, e)
         return
-    job = state.jobs.get(e.job_id)
     if job is None or not job.retained:
         return
-    state.retained.discard(job.job_id)
+    job_id = job.job_id
+    state.retained.discard(job_id)
     job.retained = False
-    env = state.environment_of(job.queue)
-    if pool is None:
+    if pool is None:  # positional, in `WarmPool`'s field order
         pool = WarmPool(
-            job.job_id,
+            job_id,
             job.queue,
             job.share,
-            env,
+            state.queues[job.queue].environment,
             job.unit,
             job.count,
             job.warm_pool_key,
             POOL_AVAILABLE,
             e.chain_id,
             e.chain_started_at,
+            e.hosts,
+            e.at,
+            e.expires_at,
         )
-        state.pools[job.job_id] = pool
-    pool.status = POOL_AVAILABLE
-    pool.hosts = e.hosts
-    pool.available_since = e.at
-    pool.expires_at = e.expires_at
-    pool.chain_id = e.chain_id
-    pool.chain_started_at = e.chain_started_at
+        state.pools[job_id] = pool
+    else:
+        pool.status = POOL_AVAILABLE
+        pool.hosts = e.hosts
+        pool.available_since = e.at
+        pool.expires_at = e.expires_at
+        pool.chain_id = e.chain_id
+        pool.chain_started_at = e.chain_started_at
+    hosts = state.hosts
     for host_id in e.hosts:
-        host = state.hosts.get(host_id)
+        host = hosts.get(host_id)
         if host is not None:  # a decision naming an unknown host (a forged log) holds none
-            host.holder = job.job_id
+            host.holder = job_id
     job.hosts = ()
     state.index_pool(pool)
 
@@ -600,9 +684,10 @@ def _restate_expiry(state: State, pool: WarmPool, e: ev.WarmPoolAvailable) -> No
     state.index_pool(pool)
 
 
-@_on(ev.WarmPoolInUse)
+@_fused(ev.WarmPoolInUse)
 def _pool_in_use(state: State, e: ev.WarmPoolInUse) -> None:
-    job = state.jobs.get(e.job_id)
+    job = _touched(state, e.job_id)  # changes: both jobs' queues
+    _touched(state, e.from_job)
     source = state.pools.get(e.from_job)
     if job is None or source is None:
         return
@@ -621,8 +706,10 @@ def _pool_in_use(state: State, e: ev.WarmPoolInUse) -> None:
     )
 
 
-@_on(ev.WarmPoolReused)
+@_fused(ev.WarmPoolReused)
 def _pool_reused(state: State, e: ev.WarmPoolReused) -> None:
+    _touched(state, e.job_id)  # changes: both jobs' queues
+    _touched(state, e.reused_by_job)
     pool = state.pools.get(e.job_id)
     if pool is None:
         return

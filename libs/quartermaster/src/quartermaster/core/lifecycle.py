@@ -22,7 +22,6 @@ from quartermaster.core.model import (
     StopCause,
     WarmPool,
 )
-from quartermaster.core.preemption import victim_order
 from quartermaster.core.state import DEADLINES, State
 from quartermaster.events import FailureClass, WarmPoolTerminationReason
 
@@ -54,8 +53,12 @@ def host_ended(
     state: State, job_id: str, attempt: int, host: str, at: float, exit_code: int | None
 ) -> None:
     job = current(state, job_id, attempt)
-    if job is None:
-        return
+    if job is not None:
+        end_on_host(state, job, host, at, exit_code)
+
+
+def end_on_host(state: State, job: Job, host: str, at: float, exit_code: int | None) -> None:
+    """`host_ended` for the job whose live attempt the report names (`current`)."""
     hosts, ended = job.hosts, job.ended_hosts
     if host not in hosts or host in ended:
         return
@@ -63,7 +66,7 @@ def host_ended(
     if exit_code is not None:
         job.attempts[-1].exit_code = exit_code
     if len(ended) == len(hosts):
-        _finalize(state, job, at)
+        finalize(state, job, at)
 
 
 def host_lost(state: State, job: Job, host_id: str, at: float, why: str) -> None:
@@ -92,20 +95,29 @@ def _poolable(job: Job) -> bool:
     return job.stop_cause not in (STOP_PREEMPTED, STOP_HOST_LOST)
 
 
-def _finalize(state: State, job: Job, at: float) -> None:
+def finalize(state: State, job: Job, at: float) -> None:
     """Every host of the attempt has ended: decide what the job becomes."""
     key = (job.queue, job.share, job.unit)
-    state.victims.drop(key, victim_order(job))  # State.drop_victim, inlined
-    deadline = job.deadline()  # State.clear_deadline, inlined
-    if deadline is not None:
-        state.timeline.drop(DEADLINES, (deadline, job.job_id))
+    job_id = job.job_id
+    # State.drop_victim (preemption.victim_order) and State.clear_deadline, inlined
+    state.victims.drop(key, (job.priority, -job.dispatched_at, job_id))
+    timeout, running_at = job.timeout_seconds, job.running_at
+    if timeout is not None and running_at is not None:
+        state.timeline.drop(DEADLINES, (running_at + timeout, job_id))
     cause = job.stop_cause
     if cause is not None:
         state.stopping[key] -= job.count
     attempt = job.attempts[-1]
     attempt.stopped_at = at
+    failure = job.failure
+    if failure is None and cause is None and not job.is_terminated:  # the usual end
+        attempt.status_reason = "Essential container in task exited"
+        job.status = SUCCEEDED
+        job.stopped_at = at
+        release(state, job, keep=job.keep_alive_seconds > 0 and job.started)  # _poolable
+        return
     poolable = _poolable(job)
-    interrupted = cause is not None and job.failure is None
+    interrupted = cause is not None and failure is None
 
     if job.is_terminated:
         attempt.status_reason = job.status_reason
@@ -164,32 +176,36 @@ def _preempted(state: State, job: Job, at: float) -> None:
 
 def release(state: State, job: Job, keep: bool) -> None:
     """Give the attempt's hosts back, or keep them (charged) for a warm pool."""
+    job_id = job.job_id
     if keep:
         job.retained = True
-        if job.status in (SUCCEEDED, FAILED):
-            state.retained.add(job.job_id)
+        status = job.status
+        if status is SUCCEEDED or status is FAILED:
+            state.retained.add(job_id)
         return
-    job_id = job.job_id
     pool = state.pools.get(job_id)
     if pool is not None and pool.status is POOL_IN_USE:
         _end_in_use_pool(pool, job)
-    env = state.queues[job.queue].environment
-    hosts = state.hosts
+    queue, unit, count = job.queue, job.unit, job.count
+    env = state.queues[queue].environment
+    hosts, free_bound = state.hosts, state.free_bound
     for host_id in job.hosts:
         host = hosts.get(host_id)
         if host is not None and host.holder == job_id:  # State.mark_free, inlined
             host.holder = None
             host.holder_env = None
             if host.status is HOST_HEALTHY:
-                if host.environment is None:
+                host_env = host.environment
+                if host_env is None:
                     state.free_unbound.put(host.unit, host_id)
                 else:
-                    state.free_bound.put((host.environment, host.unit), host_id)
-    state.use[(job.queue, job.share, job.unit)] -= job.count  # State.charge, inlined
-    state.env_use[(env, job.unit)] -= job.count
+                    free_bound.put((host_env, host.unit), host_id)
+    state.use[(queue, job.share, unit)] -= count  # State.charge, inlined
+    state.env_use[(env, unit)] -= count
     job.hosts = ()
-    job.retained = False
-    state.retained.discard(job_id)
+    if job.retained:
+        job.retained = False
+        state.retained.discard(job_id)
 
 
 def _end_in_use_pool(pool: WarmPool, job: Job) -> None:
