@@ -436,11 +436,24 @@ class NodeAgent:
                 continue
             del self._records[key]
             self._store.delete(*key)
-            self.layout.exit_file(*key).unlink(missing_ok=True)
-            stem = self.layout.log_file(*key).stem  # kept, capped, for the retention period
-            self._spawn(asyncio.to_thread(self._keeper.keep, stem, self._clock()), f"keep {key}")
-            self._delete_later(self.layout.work_dir(*key))
+            self._spawn(self._retire(key), f"retire {key}")
         self._confirmed = {k for k in self._confirmed if is_current(state, self.host_id, *k)}
+
+    async def _retire(self, key: AttemptKey) -> None:
+        """An ended attempt's files, in one worker thread: its log kept (capped, for the
+        retention period), its exit file and work dir deleted."""
+        work_dir = self.layout.work_dir(*key)
+        self._deleting.add(work_dir)
+
+        def retire(ended_at: float) -> None:
+            self._keeper.keep(self.layout.log_file(*key).stem, ended_at)
+            self.layout.exit_file(*key).unlink(missing_ok=True)
+            shutil.rmtree(work_dir, True)
+
+        try:
+            await asyncio.to_thread(retire, self._clock())
+        finally:
+            self._deleting.discard(work_dir)
 
     def _prune_caches(self, state: State) -> None:
         """Delete warm pool caches that neither an attempt nor an Available pool keeps."""

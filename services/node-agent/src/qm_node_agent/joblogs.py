@@ -69,13 +69,16 @@ class LogKeeper:
         self.layout.logs.mkdir(parents=True, exist_ok=True)
         head = size if size <= self.cap_bytes else self.cap_bytes // 4
         tail = 0 if size <= self.cap_bytes else self.cap_bytes - head
-        tmp = kept.with_suffix(".tmp")
-        with open(live, "rb") as source, open(tmp, "wb") as target:
-            _copy(source, target, head)
-            if tail:
+        if tail:  # over the cap: the head and the tail, copied
+            tmp = kept.with_suffix(".tmp")
+            with open(live, "rb") as source, open(tmp, "wb") as target:
+                _copy(source, target, head)
                 source.seek(size - tail)
                 _copy(source, target, tail)
-        os.replace(tmp, kept)
+            os.replace(tmp, kept)
+        else:  # whole: a second name, no copy (the live one goes once the note is written)
+            kept.unlink(missing_ok=True)
+            os.link(live, kept)
         note = KeptNote(size=size, head=head, skipped=size - head - tail, ended_at=ended_at)
         note_tmp = note_path.with_suffix(".tmp")
         note_tmp.write_bytes(msgspec.json.encode(note))
