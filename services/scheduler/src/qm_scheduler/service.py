@@ -60,6 +60,7 @@ class Scheduler:
         self._known_queues = -1
         self.passes = 0
         self.decisions_appended = 0
+        self._own: set[int] = set()  # seqs of this settle's appends (no new pass for them)
 
     # ---- lifecycle ------------------------------------------------------
     async def start(self) -> None:
@@ -126,7 +127,8 @@ class Scheduler:
 
     def _on_batch(self, seq: int, subject: str, events: list[AnyEvent]) -> None:
         self._since_snapshot += 1
-        self._dirty.set()
+        if seq not in self._own:  # its own decisions: settle passes again after them
+            self._dirty.set()
         if self.follower is not None and len(self.follower.state.queues) != self._known_queues:
             self._want_leases()
 
@@ -175,6 +177,12 @@ class Scheduler:
 
     async def settle(self) -> int:
         """Run passes until one decides nothing for the queues this instance leads."""
+        try:
+            return await self._settle()
+        finally:
+            self._own.clear()  # all folded (or given up on): a later batch is news
+
+    async def _settle(self) -> int:
         assert self.follower is not None and self.leadership is not None
         assert self.liveness is not None
         appended = 0
@@ -209,11 +217,14 @@ class Scheduler:
             spans = PassSpans(self.follower.traces, decisions, started_ns, self.passes)
             try:
                 for queue, group in by_queue(state, decisions).items():
-                    last = max(last, await self._append(queue, group, spans.header(group)))
+                    seq = await self._append(queue, group, spans.header(group))
+                    self._own.add(seq)
+                    last = max(last, seq)
                     appended += len(group)
             finally:
                 spans.end()
             await self.follower.wait_for(last)
+        self._dirty.set()  # still deciding after 64 passes: go on after a turn of the loop
         return appended
 
     async def _append(
