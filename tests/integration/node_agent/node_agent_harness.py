@@ -61,6 +61,7 @@ class Cluster:
         self.follower = LogFollower(event_log)
         self.relay = HostRelay(self.follower)  # the scheduler's part: each host's view
         self.reports: list[tuple[str, ev.AnyEvent]] = []  # (subject, event)
+        self.report_messages: list[list[type[ev.Event]]] = []  # event types of each report
         self._reports_prefix = f"{event_log.prefix}.reports."
 
     # ---- setup ---------------------------------------------------------------------
@@ -91,6 +92,7 @@ class Cluster:
     def _collect(self, seq: int, subject: str, events: list[ev.AnyEvent]) -> None:
         if subject.startswith(self._reports_prefix):
             self.reports.extend((subject, event) for event in events)
+            self.report_messages.append([type(event) for event in events])
 
     def process_env(self, host_id: str, nats_url: str, **extra: str) -> dict[str, str]:
         """The environment of a `python -m qm_node_agent` process on this cluster's log."""

@@ -15,8 +15,10 @@ import time
 from pathlib import Path
 
 import msgspec
+import pytest
 from node_agent_harness import Cluster, payload, wait_for_file
 
+from qm_node_agent import attempt
 from qm_node_agent.attempt import LOST_REASON, TIMEOUT_REASON
 from qm_node_agent.layout import Layout
 from qm_node_agent.records import AttemptStore
@@ -134,6 +136,25 @@ async def test_a_command_removed_after_it_was_found_is_still_a_client_error(
         failed = await cluster.until_reported("gone", ev.JobFailed)
     assert failed.failure_class is ev.FailureClass.CLIENT_ERROR
     assert failed.reason == "ClientError: command not found: short-lived-trainer"
+
+
+@pytest.mark.parametrize("starting_after_s", [60.0, 0.0])
+async def test_a_quick_start_reports_starting_with_running_a_slow_one_before(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch, starting_after_s: float
+) -> None:
+    """One message with both when the start is quicker than `STARTING_AFTER_S`; else
+    JobStarting on its own first (a slow start shows STARTING while it lasts)."""
+    monkeypatch.setattr(attempt, "STARTING_AFTER_S", starting_after_s)
+    async with cluster.agent(cluster.settings()):
+        await cluster.until_host()
+        await cluster.run("quick", payload(entrypoint=["true"]))
+        await cluster.until_reported("quick", ev.JobSucceeded)
+    kinds = [k for k in cluster.report_messages if set(k) & {ev.JobStarting, ev.JobRunning}]
+    if starting_after_s:
+        assert kinds == [[ev.JobStarting, ev.JobRunning]]
+    else:
+        assert kinds == [[ev.JobStarting], [ev.JobRunning]]
+    assert cluster.job("quick").status == "SUCCEEDED"
 
 
 async def test_preemption_sends_sigterm_to_the_job_and_confirms_the_stop(cluster: Cluster) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 
 from quartermaster import events as ev
 from quartermaster.bus import JetStreamLog, PermanentBusError, TransientBusError
@@ -38,14 +39,24 @@ class Reporter:
     async def report(self, event: AttemptReport, trace: str | None = None) -> int:
         return await self.append(event, report_msg_id(event), trace)
 
-    async def append(self, event: ev.Event, msg_id: str | None, trace: str | None = None) -> int:
-        """Append one event as an envelope; retries transient failures with the same msg id.
+    async def report_together(self, events: list[AttemptReport], trace: str | None = None) -> int:
+        """Several reports in one message, under the last one's msg id (a restart that
+        repeats that one is deduplicated; one repeating an earlier one changes nothing)."""
+        return await self.append_many(events, report_msg_id(events[-1]), trace)
 
-        `trace`: the traceparent the report is made under (its envelope's trace header).
+    async def append(self, event: ev.Event, msg_id: str | None, trace: str | None = None) -> int:
+        return await self.append_many([event], msg_id, trace)
+
+    async def append_many(
+        self, events: Sequence[ev.Event], msg_id: str | None, trace: str | None = None
+    ) -> int:
+        """Append the events as one envelope; retries transient failures with the same msg id.
+
+        `trace`: the traceparent the reports are made under (the envelope's trace header).
         Raises `PermanentBusError` when the stream rejects it for good.
         """
         delay = 0.1
-        data, headers = encode_batch([event]), trace_header([trace])
+        data, headers = encode_batch(events), trace_header([trace] * len(events))
         while True:
             try:
                 return await self._log.append(self.subject, data, msg_id=msg_id, headers=headers)
