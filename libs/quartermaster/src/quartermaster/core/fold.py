@@ -8,6 +8,7 @@ redelivered or late message can never corrupt the state.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from sys import intern
 from typing import Any
 
 import msgspec
@@ -275,12 +276,15 @@ def _submitted(state: State, e: ev.JobSubmitted) -> None:
         key = warm_pools.match_key(key)  # lists of 0 or 1 are already sorted sets
     # Positional, in `Job`'s field order: msgspec matches keywords one field at a time
     # (45 fields: about 8 us a job by keyword, 1 us by position).
+    # One string object per queue, share and unit (interned): the index keys built from
+    # them later compare by identity, not character by character.
+    queue, share, unit = intern(e.job_queue), intern(e.quota_share), intern(e.instance_type)
     job = Job(
         e.job_id,
         e.job_name,
-        e.job_queue,
-        e.quota_share,
-        e.instance_type,
+        queue,
+        share,
+        unit,
         e.instance_count,
         e.scheduling_priority,
         e.at,
@@ -302,7 +306,7 @@ def _submitted(state: State, e: ev.JobSubmitted) -> None:
     state.jobs[e.job_id] = job
     # Job.queue_entry, built here from the event
     entry = (-e.scheduling_priority, e.at, e.job_id, e.job_id)
-    state.runnable.put((e.job_queue, e.quota_share, e.instance_type), entry)
+    state.runnable.put((queue, share, unit), entry)
 
 
 @_on(ev.JobPriorityUpdated)

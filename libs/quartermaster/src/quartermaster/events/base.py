@@ -11,11 +11,15 @@ from enum import StrEnum
 import msgspec
 
 
-class Event(msgspec.Struct, frozen=True, tag_field="type", kw_only=True):
+class Event(msgspec.Struct, frozen=True, tag_field="type", kw_only=True, gc=False):
     """Base of every event. `at` is the fact's wall-clock time in epoch seconds.
 
     Time enters the core only through this field (and clock ticks), so a replay
     of the log reproduces every decision byte for byte.
+
+    Not tracked by the garbage collector (`gc=False`): an event holds only immutable
+    values and its own tags, never a cycle; a log read into memory is then no work for
+    the collector, and decoding one creates nothing it counts.
     """
 
     at: float
