@@ -17,9 +17,12 @@ process holds what `qm-admission` runs on its own (gRPC, log follower, projector
 The client runs in this process either way (a Python client's CPU shares the GIL).
 
 Jobs go to a share whose instance type no host has, so the figures are admission's
-(durable append, group commit) and not scheduling's. Asserts nothing.
+(durable append, group commit) and not scheduling's. Submits ask for `x-qm-seq` in
+the trailing metadata, as the Python client does (`--seq-in initial`: in the initial
+metadata, as clients that do not ask get it). Asserts nothing.
 
     python bench/submit_bench.py [--rounds 3] [--calls 1000] [--insecure] [--parts all,admission]
+        [--seq-in trailer|initial]
 """
 
 from __future__ import annotations
@@ -199,9 +202,10 @@ def ratio(label: str, numerator: list[float], denominator: list[float]) -> None:
 
 
 async def measure(
-    stack: StackThread, label: str, rounds: int, calls: int, insecure: bool
+    stack: StackThread, label: str, rounds: int, calls: int, insecure: bool, seq_in: str
 ) -> dict[str, list[float]]:
     """Every figure of one set of parts, by name, one value per round."""
+    metadata = (("x-qm-seq-in", seq_in),)
     ch = channel(stack.address, stack.credentials_dir, insecure)
     jobs = rpc.ServiceJobsStub(ch)  # type: ignore[no-untyped-call]
     health = health_pb2_grpc.HealthStub(ch)
@@ -216,7 +220,9 @@ async def measure(
                 return await health.Check(check, timeout=30)
 
             async def submit_call(i: int, prefix: str = prefix) -> object:
-                return await jobs.SubmitServiceJob(submit_request(f"{prefix}{i}"), timeout=30)
+                return await jobs.SubmitServiceJob(
+                    submit_request(f"{prefix}{i}"), timeout=30, metadata=metadata
+                )
 
             noop_latency: list[float] = []
             submit_latency: list[float] = []
@@ -245,7 +251,9 @@ async def measure(
         began = time.perf_counter()
         for b in range(bulk_calls):
             batch = [submit_request(f"{label}b{r}-{b}-{i}") for i in range(1000)]
-            await jobs.SubmitServiceJobs(pb.SubmitServiceJobsRequest(jobs=batch), timeout=60)
+            await jobs.SubmitServiceJobs(
+                pb.SubmitServiceJobsRequest(jobs=batch), timeout=60, metadata=metadata
+            )
         figures.setdefault("bulk", []).append(bulk_calls * 1000 / (time.perf_counter() - began))
     await ch.close()
     return figures
@@ -319,19 +327,28 @@ def main() -> None:
     parser.add_argument(
         "--parts", default="all,admission", help="comma-separated: all (qm up), admission"
     )
+    parser.add_argument(
+        "--seq-in",
+        choices=("trailer", "initial"),
+        default="trailer",
+        help="where submits ask for x-qm-seq (the Python client asks for the trailer)",
+    )
     args = parser.parse_args()
     results: dict[str, dict[str, list[float]]] = {}
     for parts in args.parts.split(","):
         if parts not in ("all", "admission"):
             parser.error(f"--parts: unknown set {parts!r}")
-        results[parts] = run_stack(parts, args.rounds, args.calls, args.insecure)
+        results[parts] = run_stack(parts, args.rounds, args.calls, args.insecure, args.seq_in)
     raw, size = asyncio.run(raw_rates(args.rounds))
     print("secured stack (TLS, bearer tokens)" if not args.insecure else "insecure stack")
+    print(f"x-qm-seq in the {args.seq_in} metadata of submits")
     for parts, figures in results.items():
         report(parts, figures, raw, size)
 
 
-def run_stack(parts: str, rounds: int, calls: int, insecure: bool) -> dict[str, list[float]]:
+def run_stack(
+    parts: str, rounds: int, calls: int, insecure: bool, seq_in: str
+) -> dict[str, list[float]]:
     with tempfile.TemporaryDirectory() as tmp:
         settings = StackSettings(data_dir=Path(tmp), nodes=0, grpc_port=0, secure=not insecure)
         with StackThread(settings) as stack:
@@ -345,7 +362,7 @@ def run_stack(parts: str, rounds: int, calls: int, insecure: bool) -> dict[str, 
             if parts == "admission":
                 stack.stop_part("scheduler")
                 stack.stop_part("warmpool")
-            return asyncio.run(measure(stack, parts, rounds, calls, insecure))
+            return asyncio.run(measure(stack, parts, rounds, calls, insecure, seq_in))
 
 
 if __name__ == "__main__":
