@@ -5,12 +5,18 @@ Prints: submit->RUNNING latency on an idle stack, durable SubmitServiceJob throu
 reclaim preemption takes to free capacity (the victim exits on SIGTERM at once, so
 the grace period is not part of the figure). Asserts nothing.
 
-    python bench/e2e_bench.py [--quick]
+The latency client (its submits and its watch) runs in a process of its own by
+default, as a user's would: a blocking gRPC client in the stack's process holds the
+GIL for its own threads and stalls the stack's loop. `--client thread` runs it in
+the stack's process (how this bench measured before).
+
+    python bench/e2e_bench.py [--quick] [--latency-only] [--client process|thread]
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import statistics
 import sys
 import tempfile
@@ -56,10 +62,10 @@ class QueueWatch:
     """One watch on a queue, opened before the jobs are submitted: a watch opened after
     the submit starts from the job's state then, and a short job may be past RUNNING."""
 
-    def __init__(self, stack: StackThread, queue: str) -> None:
+    def __init__(self, address: str, credentials_dir: Path | None, queue: str) -> None:
         self._seen: dict[tuple[str, int], Seen] = {}
         self._changed = threading.Condition()
-        self._client = Quartermaster(stack.address, credentials_dir=stack.credentials_dir)
+        self._client = Quartermaster(address, credentials_dir=credentials_dir)
         self._closed = False
         threading.Thread(target=self._follow, args=(queue,), daemon=True).start()
         time.sleep(0.5)  # subscribed (changes from then on)
@@ -135,11 +141,11 @@ class Hops:
     def _mark(self, job_id: str, hop: str, at: float | None = None) -> None:
         self._marks.setdefault(job_id, {}).setdefault(hop, time.time() if at is None else at)
 
-    def call(self, name: str) -> None:
-        self._pending[name] = {"call": time.time()}
+    def call(self, name: str, at: float | None = None) -> None:
+        self._pending[name] = {"call": time.time() if at is None else at}
 
-    def submitted(self, name: str, job_id: str) -> None:
-        self._pending.setdefault(name, {})["returned"] = time.time()
+    def submitted(self, name: str, job_id: str, at: float | None = None) -> None:
+        self._pending.setdefault(name, {})["returned"] = time.time() if at is None else at
         self._ids[name] = job_id
         self._names[job_id] = name
         for hop, at in self._pending.pop(name, {}).items():
@@ -200,12 +206,71 @@ class Hops:
             )
 
 
+class Timed(NamedTuple):
+    """One latency job as its client saw it (wall clock, time.time())."""
+
+    name: str
+    job_id: str
+    call: float
+    returned: float
+    running: float  # the client's watch saw RUNNING
+    latency: float  # seconds from the call to that (perf_counter)
+
+
+def latency_run(address: str, credentials_dir: Path | None, run: int, rounds: int) -> list[Timed]:
+    """`rounds` jobs one after another: submit, wait to see it RUNNING, then SUCCEEDED."""
+    client = Quartermaster(address, credentials_dir=credentials_dir)
+    queue = TrainingQueue("q", client)
+    changes = QueueWatch(address, credentials_dir, "q")
+    try:
+        # Warm-up: this client's channel and watch, and (at first) the hosts' first launch.
+        warm = queue.submit(job("exit 0"), job_name=f"warm-up{run}", quota_share_name="A")
+        changes.wait(warm.job_id, pb.JOB_STATUS_SUCCEEDED)
+        timed = []
+        for i in range(rounds):
+            name = f"lat{run}x{i}"
+            t0, call = time.perf_counter(), time.time()
+            j = queue.submit(job("exit 0"), job_name=name, quota_share_name="A")
+            returned = time.time()
+            running = changes.wait(j.job_id, pb.JOB_STATUS_RUNNING)
+            timed.append(Timed(name, j.job_id, call, returned, running.wall, running.perf - t0))
+            changes.wait(j.job_id, pb.JOB_STATUS_SUCCEEDED)
+        return timed
+    finally:
+        changes.close()
+        client.close()
+
+
+def _latency_process(
+    address: str,
+    credentials_dir: Path | None,
+    run: int,
+    rounds: int,
+    out: multiprocessing.queues.Queue[list[Timed]],
+) -> None:
+    out.put(latency_run(address, credentials_dir, run, rounds))
+
+
+def in_a_process(address: str, credentials_dir: Path | None, run: int, rounds: int) -> list[Timed]:
+    """`latency_run` in a fresh process (spawned: nothing of the stack's state in it)."""
+    context = multiprocessing.get_context("spawn")
+    out: multiprocessing.queues.Queue[list[Timed]] = context.Queue()
+    process = context.Process(
+        target=_latency_process, args=(address, credentials_dir, run, rounds, out)
+    )
+    process.start()
+    timed = out.get(timeout=600)
+    process.join()
+    return timed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--latency-only", action="store_true", help="the latency case alone")
     parser.add_argument("--rounds", type=int, default=None, help="jobs per latency run")
     parser.add_argument("--runs", type=int, default=3, help="latency runs")
+    parser.add_argument("--client", choices=("process", "thread"), default="process")
     args = parser.parse_args()
     rounds = args.rounds or (10 if args.quick else 30)
     with tempfile.TemporaryDirectory() as tmp:
@@ -226,38 +291,30 @@ def main() -> None:
             bulk = TrainingQueue("bulk", c)
             cold = training_job(command=["true"], instance_type="ml.p5.48xlarge")
 
-            changes = QueueWatch(stack, "q")
-            warm = queue.submit(
-                job("exit 0"), job_name="warm-up", quota_share_name="A"
-            )  # first launch imports the wrapper
-            changes.wait(warm.job_id, pb.JOB_STATUS_SUCCEEDED)
             hops = Hops(stack)
-            medians = []
+            medians: list[float] = []
             for run in range(args.runs):
-                latencies = []
-                for i in range(rounds):
-                    name = f"lat{run}x{i}"
-                    t0 = time.perf_counter()
-                    hops.call(name)
-                    j = queue.submit(job("exit 0"), job_name=name, quota_share_name="A")
-                    hops.submitted(name, j.job_id)
-                    running = changes.wait(j.job_id, pb.JOB_STATUS_RUNNING)
-                    latencies.append(running.perf - t0)
-                    hops.saw_running(j.job_id, running.wall)
-                    changes.wait(j.job_id, pb.JOB_STATUS_SUCCEEDED)
+                if args.client == "process":
+                    timed = in_a_process(stack.address, stack.credentials_dir, run, rounds)
+                else:
+                    timed = latency_run(stack.address, stack.credentials_dir, run, rounds)
+                for t in timed:
+                    hops.call(t.name, t.call)
+                    hops.submitted(t.name, t.job_id, t.returned)
+                    hops.saw_running(t.job_id, t.running)
+                latencies = [t.latency for t in timed]
                 medians.append(statistics.median(latencies) * 1e3)
                 print(
                     f"submit->RUNNING on an idle stack, run {run + 1}:"
                     f" min {min(latencies) * 1e3:.1f} ms  p50 {medians[-1]:.1f} ms"
                     f"  p90 {pct(latencies, 0.9) * 1e3:.1f} ms  max {max(latencies) * 1e3:.1f} ms"
-                    f"  (n={rounds})"
+                    f"  (n={rounds}, client in a {args.client})"
                 )
             print(
                 f"submit->RUNNING p50 over {args.runs} runs: min {min(medians):.1f}"
                 f"  median {statistics.median(medians):.1f}  max {max(medians):.1f} ms"
             )
             hops.print()
-            changes.close()
             if args.latency_only:
                 c.close()
                 return
