@@ -361,6 +361,7 @@ class Stack:
         settings = SchedulerSettings(
             instance_id="stack-scheduler",
             lease_ttl_seconds=3.0,
+            lease_renew_seconds=1.0,  # the one scheduler: no standby waits to take over
             heartbeat_timeout_seconds=self.settings.heartbeat_timeout_seconds,
             relay_host_feeds=self.fold is None,  # agents on a share of the fold read no feed
             **self._bus_fields("scheduler"),
