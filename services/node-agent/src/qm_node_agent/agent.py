@@ -157,7 +157,7 @@ class NodeAgent:
             self.gpu_indexes = await self._detect_gpus()
             self._reporter = Reporter(event_log, self.host_id)
             follower = self._follower = self._read_side(event_log)
-            follower.listen(self._on_batch)
+            follower.listen(self._on_batch, first=True)
             if self._metrics is not None:
                 starts = StartObserver(self.host_id, self._metrics, lambda: follower.state)
                 if isinstance(follower, HostFeedFollower):  # views, not reports: its own

@@ -97,9 +97,15 @@ class LogFollower:
         """Whether this follower is a share of another's fold (it reads nothing)."""
         return not self._reads
 
-    def listen(self, listener: Listener) -> None:
+    def listen(self, listener: Listener, *, first: bool = False) -> None:
+        """Call `listener` after each folded message; `first`: before those already
+        listening (a node agent's launch then starts before the pass, the projection
+        and the watches that the same message wakes in a process sharing the fold)."""
         self._own.append(listener)
-        self._fold.listeners.append(listener)
+        if first:
+            self._fold.listeners.insert(0, listener)
+        else:
+            self._fold.listeners.append(listener)
 
     async def start(self) -> None:
         if self._reads:

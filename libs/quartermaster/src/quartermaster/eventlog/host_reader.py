@@ -54,8 +54,11 @@ class HostFeedFollower:
         self._advanced = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
 
-    def listen(self, listener: Listener) -> None:
-        self._listeners.append(listener)
+    def listen(self, listener: Listener, *, first: bool = False) -> None:
+        if first:
+            self._listeners.insert(0, listener)
+        else:
+            self._listeners.append(listener)
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"host-feed {self.host_id}")
