@@ -185,7 +185,11 @@ def one_stack(
             client.create_job_queue("q", "env", "fifo")
             client.create_quota_share("q", "A", {UNIT: HOSTS}, "LEND_AND_BORROW")
             queue = TrainingQueue("q", client)
-            run_once(client, queue, -1, HOSTS * 2)  # warm-up: hosts registered, paths hot
+            # Warm-up (hosts registered, paths hot) on a client of its own, closed after it:
+            # its watch ends with it (one left open doubled the stack's watch messages).
+            warm_up = Quartermaster(stack.address, credentials_dir=stack.credentials_dir)
+            run_once(warm_up, TrainingQueue("q", warm_up), -1, HOSTS * 2, watch_ends)
+            warm_up.close()
             child0, own0 = children_cpu(), own_cpu()
             scheduler, projector = stack.stack.parts["scheduler"], stack.stack.parts["projector"]
             passes0, transactions0 = scheduler.passes, projector.transactions
