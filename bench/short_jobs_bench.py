@@ -65,7 +65,8 @@ def run_once(
 
     def watch() -> None:  # changes from the moment it subscribes: start it first
         with contextlib.suppress(QuartermasterError):  # the channel closes at the end
-            for change in client.watch(job_queue=queue.name, timeout=1800, statuses=statuses):
+            only = {"statuses": statuses} if statuses else {}  # older clients: no filter
+            for change in client.watch(job_queue=queue.name, timeout=1800, **only):
                 changes.put((change.job_id, change.status))
 
     threading.Thread(target=watch, daemon=True).start()
