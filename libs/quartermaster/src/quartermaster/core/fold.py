@@ -423,7 +423,7 @@ def _dispatched(state: State, e: ev.JobDispatched) -> None:
     job.hosts = hosts
     attempts = job.attempts
     if attempts:  # what an earlier attempt left; a first one finds the defaults
-        job.ended_hosts = []
+        job.ended_hosts = ()
         job.started = False
         job.stop_cause = None
         job.stop_reason = ""
@@ -432,7 +432,7 @@ def _dispatched(state: State, e: ev.JobDispatched) -> None:
         job.failure_exit_code = None
         job.running_at = None
     job.dispatched_at = at = e.at
-    attempts.append(Attempt(e.attempt, hosts, at))
+    job.attempts = (*attempts, Attempt(e.attempt, hosts, at))
     state.victims.put(key, (priority, -at, job_id))  # preemption.victim_order
 
 
@@ -533,7 +533,7 @@ def _succeeded(state: State, e: ev.JobSucceeded) -> None:
     host, hosts, ended = e.host, job.hosts, job.ended_hosts
     if host not in hosts or host in ended:  # also: no hosts, no live attempt
         return
-    ended.append(host)
+    job.ended_hosts = ended = (*ended, host)
     if e.exit_code is not None:
         job.attempts[-1].exit_code = e.exit_code
     if len(ended) == len(hosts):

@@ -80,9 +80,8 @@ def _same(value: V) -> V:
 def _job(job: Job) -> Job:
     mine = copy.copy(job)
     copies = {id(a): copy.copy(a) for a in job.attempts}
-    mine.attempts = [copies[id(a)] for a in job.attempts]
-    mine.recent_preemptions = [copies.get(id(a), a) for a in job.recent_preemptions]
-    mine.ended_hosts = list(job.ended_hosts)
+    mine.attempts = tuple(copies[id(a)] for a in job.attempts)  # the fold edits an attempt
+    mine.recent_preemptions = tuple(copies.get(id(a), a) for a in job.recent_preemptions)
     mine.tags = dict(job.tags)
     return mine
 

@@ -62,7 +62,7 @@ def end_on_host(state: State, job: Job, host: str, at: float, exit_code: int | N
     hosts, ended = job.hosts, job.ended_hosts
     if host not in hosts or host in ended:
         return
-    ended.append(host)
+    job.ended_hosts = ended = (*ended, host)
     if exit_code is not None:
         job.attempts[-1].exit_code = exit_code
     if len(ended) == len(hosts):
@@ -159,8 +159,7 @@ def finalize(state: State, job: Job, at: float) -> None:
 
 def _preempted(state: State, job: Job, at: float) -> None:
     job.preempted_count += 1
-    job.recent_preemptions.append(job.attempts[-1])
-    del job.recent_preemptions[:-RECENT_PREEMPTIONS]
+    job.recent_preemptions = (*job.recent_preemptions, job.attempts[-1])[-RECENT_PREEMPTIONS:]
     release(state, job, keep=False)
     limit = job.preemption_retries
     if limit is not None and job.preempted_count > limit:

@@ -160,9 +160,11 @@ class Job(msgspec.Struct, array_like=True, gc=False):
     is_terminated: bool = False
     attempts_used: int = 1  # retry-strategy count: the first RUNNABLE included
     attempt_no: int = 0  # dispatch counter; the attempt id in node reports
-    attempts: list[Attempt] = []
+    # Tuples, not lists: a job then holds nothing the cyclic GC tracks (a million jobs
+    # used to be three million tracked lists); the fold replaces them, never edits them.
+    attempts: tuple[Attempt, ...] = ()
     hosts: tuple[str, ...] = ()
-    ended_hosts: list[str] = []
+    ended_hosts: tuple[str, ...] = ()
     started: bool = False  # reached STARTING/RUNNING in this attempt
     stop_cause: StopCause | None = None
     stop_reason: str = ""
@@ -173,7 +175,7 @@ class Job(msgspec.Struct, array_like=True, gc=False):
     running_at: float | None = None
     stopped_at: float | None = None
     preempted_count: int = 0
-    recent_preemptions: list[Attempt] = []
+    recent_preemptions: tuple[Attempt, ...] = ()
     chain_id: str = ""
     chain_started_at: float | None = None
     submitted_by: str = ""  # principals recorded on the request events
