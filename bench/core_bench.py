@@ -100,6 +100,7 @@ def bench_fold(jobs: int, runs: int = 3, against: str | None = None) -> None:
             continue
         print(f"  {label}, {runs} runs, events/s (CPU):")
         print(f"    in memory:     {fold_mix.spread(figures.in_memory)}")
+        print(f"    fold_all:      {fold_mix.spread(figures.replay)}")
         print(f"    with decode:   {fold_mix.spread(figures.with_decode)}")
         print(f"    decode alone:  {fold_mix.spread(figures.decode_only)}")
     if before is not None:

@@ -21,6 +21,7 @@ import msgspec
 
 from quartermaster import events as ev
 from quartermaster.core import State, fold
+from quartermaster.core.fold import fold_all
 
 # ---- measuring ------------------------------------------------------------------------
 
@@ -31,6 +32,7 @@ class Figures(NamedTuple):
     in_memory: list[float]  # folding the decoded list
     with_decode: list[float]  # decoding each event from msgpack, then folding it
     decode_only: list[float]
+    replay: list[float]  # the decoded list through `fold_all` (a replay's batch call)
 
 
 def measure(encoded: list[bytes], runs: int) -> Figures:
@@ -39,17 +41,23 @@ def measure(encoded: list[bytes], runs: int) -> Figures:
     log = [ev.decode(b) for b in encoded]
     gc.collect()
     gc.freeze()  # the log itself is long-lived: no collection walks it
-    figures = Figures([], [], [])
+    figures = Figures([], [], [], [])
     for _ in range(runs):
-        for source, into in ((log, figures.in_memory), (None, figures.with_decode)):
+        for how, into in (
+            ("fold", figures.in_memory),
+            ("decode", figures.with_decode),
+            ("fold_all", figures.replay),
+        ):
             state = State()
             gc.collect()
             started = time.process_time()
-            if source is None:
+            if how == "decode":
                 for data in encoded:
                     fold(state, ev.decode(data))
+            elif how == "fold_all":
+                fold_all(state, log)
             else:
-                for event in source:
+                for event in log:
                     fold(state, event)
             getattr(state, "settle_indexes", lambda: None)()
             into.append(len(log) / (time.process_time() - started))
@@ -96,7 +104,7 @@ def compare(revision: str, encoded: list[bytes], runs: int) -> tuple[Figures, Fi
         log_file.write_bytes(msgspec.msgpack.encode(encoded))
         theirs = library_at(revision, Path(tmp))
         ours = Path(__file__).resolve().parent.parent / "libs/quartermaster/src"
-        mine, before = Figures([], [], []), Figures([], [], [])
+        mine, before = Figures([], [], [], []), Figures([], [], [], [])
         for _ in range(runs):
             for src, into in ((theirs, before), (ours, mine)):
                 got = measure_elsewhere(src, log_file)

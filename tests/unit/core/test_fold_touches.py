@@ -10,7 +10,8 @@ import pytest
 
 from quartermaster import events as ev
 from quartermaster.core import State, changes, fold
-from quartermaster.core.fold import _FUSED
+from quartermaster.core.fold import _FUSED, fold_all
+from quartermaster.core.snapshot import take
 from quartermaster.testing.histories import realistic_log
 
 
@@ -67,3 +68,16 @@ def test_the_same_for_jobs_the_fold_forgot(history: list[ev.Event]) -> None:
         ),
     ]
     fold_checking_touches(state, late)
+
+
+def test_fold_all_folds_as_fold_does(history: list[ev.Event]) -> None:
+    """`fold_all` inlines `fold`'s steps: the same state, counters and retention."""
+    one_by_one, at_once = State(), State()
+    for state in (one_by_one, at_once):
+        state.retention_seconds = 30.0
+    for event in history:
+        fold(one_by_one, event)
+    fold_all(at_once, history)
+    assert take(one_by_one, seq=0) == take(at_once, seq=0)
+    assert counted(one_by_one) == counted(at_once)
+    assert (one_by_one.seq, one_by_one.next_sweep) == (at_once.seq, at_once.next_sweep)

@@ -95,7 +95,9 @@ def _step(kind: type[ev.Event]) -> Handler:
 
 
 def fold(state: State, event: ev.Event) -> State:
-    """Apply one event. Mutates and returns `state` (a fold step, kept in place for speed)."""
+    """Apply one event. Mutates and returns `state` (a fold step, kept in place for speed).
+
+    `fold_all` repeats these steps inline: change both alike."""
     at = event.at
     if at > state.now:
         state.now = at
@@ -120,8 +122,18 @@ def _touched(state: State, job_id: str) -> Job | None:
 
 
 def fold_all(state: State, events: Iterable[ev.Event]) -> State:
+    """`fold` of each event in turn, with `fold`'s own steps inlined (one call fewer an
+    event: a replay folds many)."""
+    steps = _STEPS
     for event in events:
-        fold(state, event)
+        at = event.at
+        if at > state.now:
+            state.now = at
+        state.seq += 1
+        kind = type(event)
+        (steps.get(kind) or _step(kind))(state, event)
+        if state.retention_seconds is not None and state.now >= state.next_sweep:
+            retention.sweep(state)
     return state
 
 
