@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 
 from qm_warmpool.settings import WarmPoolSettings
@@ -32,10 +33,14 @@ class WarmPoolService:
         self.log = event_log
         self.follower = LogFollower(event_log) if follower is None else follower
         self._changed = asyncio.Event()
+        self._due = math.inf  # the instant being waited for (inf: not waiting)
         self.ticks = 0
 
     def _on_batch(self, seq: int, subject: str, events: list[AnyEvent]) -> None:
-        self._changed.set()
+        # Only a nearer due instant wakes the loop (most messages move no timer).
+        now = time.time()
+        if next_due(self.follower.state, now, self.settings.tick_seconds) < self._due:
+            self._changed.set()
 
     async def run(self) -> None:
         self.follower.listen(self._on_batch)
@@ -46,9 +51,13 @@ class WarmPoolService:
                 due = next_due(self.follower.state, time.time(), self.settings.tick_seconds)
                 delay = max(0.0, due - time.time())
                 self._changed.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), delay)
-                    continue  # the state changed: a nearer timer may exist
+                self._due = due
+                try:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._changed.wait(), delay)
+                        continue  # a nearer timer exists
+                finally:
+                    self._due = math.inf
                 await self._tick(due)
         finally:
             await self.follower.stop()
