@@ -14,7 +14,11 @@ Prints, each over several rounds (min/median/max), for each set of parts (`--par
 Parts: `all` is `qm up` (scheduler, warm pool, admission and projector on one asyncio
 loop, beside this client); `admission` stops the scheduler and warm pool first, so the
 process holds what `qm-admission` runs on its own (gRPC, log follower, projector).
-The client runs in this process either way (a Python client's CPU shares the GIL).
+The client runs in a process of its own by default (`--client process`), as a
+platform's would: its calls then take no GIL from the stack's loop, and "this
+process" CPU figures are the stack's alone. `--client thread` runs it on a loop
+in this process (how this bench measured before: the client's CPU, the same for
+both calls, is then in both rates and pulls the ratio down).
 
 Jobs go to a share whose instance type no host has, so the figures are admission's
 (durable append, group commit) and not scheduling's. Submits ask for `x-qm-seq` in
@@ -31,6 +35,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import multiprocessing
 import os
 import statistics
 import tempfile
@@ -201,37 +206,113 @@ def ratio(label: str, numerator: list[float], denominator: list[float]) -> None:
     )
 
 
+Call = tuple[str, int, int, str]  # (kind: noop|submit|bulk, in flight, calls, name prefix)
+
+
+class Caller:
+    """Makes the timed calls on a channel of its own; returns (rate, each call's seconds)."""
+
+    def __init__(self, address: str, credentials_dir: Path | None, insecure: bool, seq_in: str):
+        self._metadata = (("x-qm-seq-in", seq_in),)
+        self._channel = channel(address, credentials_dir, insecure)
+        self._jobs = rpc.ServiceJobsStub(self._channel)  # type: ignore[no-untyped-call]
+        self._health = health_pb2_grpc.HealthStub(self._channel)
+
+    async def run(self, call: Call) -> tuple[float, list[float]]:
+        kind, in_flight, calls, prefix = call
+        check = health_pb2.HealthCheckRequest()
+        latencies: list[float] = []
+        if kind == "bulk":
+            began = time.perf_counter()
+            for b in range(calls):
+                batch = [submit_request(f"{prefix}{b}-{i}") for i in range(1000)]
+                await self._jobs.SubmitServiceJobs(
+                    pb.SubmitServiceJobsRequest(jobs=batch), timeout=60, metadata=self._metadata
+                )
+            return calls * 1000 / (time.perf_counter() - began), latencies
+
+        async def noop_call(_: int) -> object:
+            return await self._health.Check(check, timeout=30)
+
+        async def submit_call(i: int) -> object:
+            return await self._jobs.SubmitServiceJob(
+                submit_request(f"{prefix}{i}"), timeout=30, metadata=self._metadata
+            )
+
+        one = noop_call if kind == "noop" else submit_call
+        return await rate(calls, in_flight, one, latencies), latencies
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+
+def _caller_process(
+    address: str, credentials_dir: Path | None, insecure: bool, seq_in: str, pipe: Any
+) -> None:
+    """A client process: one Caller, calls run as the parent sends them (None: stop)."""
+
+    async def serve() -> None:
+        caller = Caller(address, credentials_dir, insecure, seq_in)
+        await caller.run(("noop", 1, 10, ""))  # connected (TLS, token) before any timing
+        pipe.send("ready")
+        while (call := pipe.recv()) is not None:
+            pipe.send(await caller.run(call))
+        await caller.close()
+
+    asyncio.run(serve())
+
+
+class ClientProcess:
+    """A `Caller` in a spawned process, driven over a pipe: its CPU is not this process's."""
+
+    def __init__(self, address: str, credentials_dir: Path | None, insecure: bool, seq_in: str):
+        context = multiprocessing.get_context("spawn")
+        self._pipe, child = context.Pipe()
+        self._process = context.Process(
+            target=_caller_process, args=(address, credentials_dir, insecure, seq_in, child)
+        )
+        self._process.start()
+        if self._pipe.recv() != "ready":
+            raise RuntimeError("the client process did not start")
+
+    async def run(self, call: Call) -> tuple[float, list[float]]:
+        self._pipe.send(call)
+        result: tuple[float, list[float]] = await asyncio.to_thread(self._pipe.recv)
+        return result
+
+    async def close(self) -> None:
+        self._pipe.send(None)
+        await asyncio.to_thread(self._process.join, 30)
+
+
 async def measure(
-    stack: StackThread, label: str, rounds: int, calls: int, insecure: bool, seq_in: str
+    stack: StackThread,
+    label: str,
+    rounds: int,
+    calls: int,
+    insecure: bool,
+    seq_in: str,
+    client: str,
 ) -> dict[str, list[float]]:
     """Every figure of one set of parts, by name, one value per round."""
-    metadata = (("x-qm-seq-in", seq_in),)
-    ch = channel(stack.address, stack.credentials_dir, insecure)
-    jobs = rpc.ServiceJobsStub(ch)  # type: ignore[no-untyped-call]
-    health = health_pb2_grpc.HealthStub(ch)
-    check = health_pb2.HealthCheckRequest()
+    caller: Caller | ClientProcess
+    if client == "process":
+        caller = await asyncio.to_thread(
+            ClientProcess, stack.address, stack.credentials_dir, insecure, seq_in
+        )
+    else:
+        caller = Caller(stack.address, stack.credentials_dir, insecure, seq_in)
     figures: dict[str, list[float]] = {}
     cpu = CpuMeter(stack.stack.data_dir)
     for r in range(rounds):
         for in_flight in (1, 64):
             prefix = f"{label}{r}-{in_flight}-"
-
-            async def noop_call(_: int) -> object:
-                return await health.Check(check, timeout=30)
-
-            async def submit_call(i: int, prefix: str = prefix) -> object:
-                return await jobs.SubmitServiceJob(
-                    submit_request(f"{prefix}{i}"), timeout=30, metadata=metadata
-                )
-
-            noop_latency: list[float] = []
-            submit_latency: list[float] = []
             cpu.start()
-            noop = await rate(calls, in_flight, noop_call, noop_latency)
+            noop, noop_latency = await caller.run(("noop", in_flight, calls, ""))
             noop_cpu = cpu.used()
             cpu.start()
             with GroupCommitTimer() as grouped:
-                submit = await rate(calls, in_flight, submit_call, submit_latency)
+                submit, submit_latency = await caller.run(("submit", in_flight, calls, prefix))
             submit_cpu = cpu.used()
             figures.setdefault(f"noop {in_flight}", []).append(noop)
             figures.setdefault(f"submit {in_flight}", []).append(submit)
@@ -247,15 +328,9 @@ async def measure(
                     ("group commit latency", grouped.seconds),
                 ):
                     figures.setdefault(name, []).append(statistics.median(values) * 1e3)
-        bulk_calls = 5
-        began = time.perf_counter()
-        for b in range(bulk_calls):
-            batch = [submit_request(f"{label}b{r}-{b}-{i}") for i in range(1000)]
-            await jobs.SubmitServiceJobs(
-                pb.SubmitServiceJobsRequest(jobs=batch), timeout=60, metadata=metadata
-            )
-        figures.setdefault("bulk", []).append(bulk_calls * 1000 / (time.perf_counter() - began))
-    await ch.close()
+        bulk, _ = await caller.run(("bulk", 0, 5, f"{label}b{r}-"))
+        figures.setdefault("bulk", []).append(bulk)
+    await caller.close()
     return figures
 
 
@@ -328,6 +403,12 @@ def main() -> None:
         "--parts", default="all,admission", help="comma-separated: all (qm up), admission"
     )
     parser.add_argument(
+        "--client",
+        choices=("process", "thread"),
+        default="process",
+        help="the timed client in a process of its own, or on a loop in the stack's process",
+    )
+    parser.add_argument(
         "--seq-in",
         choices=("trailer", "initial"),
         default="trailer",
@@ -338,16 +419,18 @@ def main() -> None:
     for parts in args.parts.split(","):
         if parts not in ("all", "admission"):
             parser.error(f"--parts: unknown set {parts!r}")
-        results[parts] = run_stack(parts, args.rounds, args.calls, args.insecure, args.seq_in)
+        results[parts] = run_stack(
+            parts, args.rounds, args.calls, args.insecure, args.seq_in, args.client
+        )
     raw, size = asyncio.run(raw_rates(args.rounds))
     print("secured stack (TLS, bearer tokens)" if not args.insecure else "insecure stack")
-    print(f"x-qm-seq in the {args.seq_in} metadata of submits")
+    print(f"x-qm-seq in the {args.seq_in} metadata of submits; client in a {args.client}")
     for parts, figures in results.items():
         report(parts, figures, raw, size)
 
 
 def run_stack(
-    parts: str, rounds: int, calls: int, insecure: bool, seq_in: str
+    parts: str, rounds: int, calls: int, insecure: bool, seq_in: str, client: str
 ) -> dict[str, list[float]]:
     with tempfile.TemporaryDirectory() as tmp:
         settings = StackSettings(data_dir=Path(tmp), nodes=0, grpc_port=0, secure=not insecure)
@@ -362,7 +445,7 @@ def run_stack(
             if parts == "admission":
                 stack.stop_part("scheduler")
                 stack.stop_part("warmpool")
-            return asyncio.run(measure(stack, parts, rounds, calls, insecure, seq_in))
+            return asyncio.run(measure(stack, parts, rounds, calls, insecure, seq_in, client))
 
 
 if __name__ == "__main__":
