@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from qm_node_agent import joblogs
 from qm_node_agent.joblogs import LogKeeper
 from qm_node_agent.layout import Layout
 from quartermaster.bus.joblogs import LogReply, LogRequest
@@ -52,11 +53,22 @@ def test_a_running_attempt_is_read_from_its_live_file_and_is_not_complete(tmp_pa
     assert (reply.found, reply.data, reply.offset, reply.complete) == (True, b"world\n", 6, False)
 
 
-def test_a_log_under_the_cap_is_kept_whole_after_the_attempt(tmp_path: Path) -> None:
+@pytest.mark.parametrize("hard_links", [True, False])
+def test_a_log_under_the_cap_is_kept_whole_after_the_attempt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hard_links: bool
+) -> None:
+    """Kept by a second name (no copy), or copied where the file system has no links."""
+    if not hard_links:
+
+        def no_link(*_: object) -> None:
+            raise PermissionError("hard links are not supported here")
+
+        monkeypatch.setattr(joblogs.os, "link", no_link)
     k = keeper(tmp_path)
     data = bytes(range(256)) * 3
     write_live(k, data)
     k.keep(stem(), ended_at=100.0)
+    k.keep(stem(), ended_at=100.0)  # again (a restart while keeping): nothing changes
     assert not k.layout.log_file(JOB, ATTEMPT).exists()
     assert read_all(k) == (data, 0, True)
 

@@ -69,16 +69,14 @@ class LogKeeper:
         self.layout.logs.mkdir(parents=True, exist_ok=True)
         head = size if size <= self.cap_bytes else self.cap_bytes // 4
         tail = 0 if size <= self.cap_bytes else self.cap_bytes - head
-        if tail:  # over the cap: the head and the tail, copied
+        if tail or not _linked(live, kept):  # over the cap (or no hard links): copied
             tmp = kept.with_suffix(".tmp")
             with open(live, "rb") as source, open(tmp, "wb") as target:
                 _copy(source, target, head)
-                source.seek(size - tail)
-                _copy(source, target, tail)
+                if tail:
+                    source.seek(size - tail)
+                    _copy(source, target, tail)
             os.replace(tmp, kept)
-        else:  # whole: a second name, no copy (the live one goes once the note is written)
-            kept.unlink(missing_ok=True)
-            os.link(live, kept)
         note = KeptNote(size=size, head=head, skipped=size - head - tail, ended_at=ended_at)
         note_tmp = note_path.with_suffix(".tmp")
         note_tmp.write_bytes(msgspec.json.encode(note))
@@ -177,6 +175,17 @@ class LogKeeper:
 
     def _kept(self, stem: str) -> tuple[Path, Path]:
         return self.layout.logs / f"{stem}.log", self.layout.logs / f"{stem}.json"
+
+
+def _linked(live: Path, kept: Path) -> bool:
+    """Give the whole live log its kept name too, without a copy (the live name goes once
+    the note is written); False where the file system has no hard links."""
+    kept.unlink(missing_ok=True)
+    try:
+        os.link(live, kept)
+    except OSError:
+        return False
+    return True
 
 
 def _copy(source: BinaryIO, target: BinaryIO, count: int) -> None:
