@@ -95,11 +95,7 @@ class AttemptStore:
         """Write durably: one block in place, then `fdatasync`."""
         payload = _encode(record)
         with self._lock:
-            fd = self._open()
-            slot = self._where.get(record.key)
-            if slot is None:
-                slot = self._where[record.key] = self._take_slot(fd)
-            block, version = self._next(slot)
+            fd, slot, block, version = self._claim(record)
             self._busy += 1
         try:
             _write(fd, slot, block, version, payload)
@@ -120,11 +116,7 @@ class AttemptStore:
         tear it; the slot's other block still holds the previous version."""
         payload = _encode(record)
         with self._lock:
-            fd = self._open()
-            slot = self._where.get(record.key)
-            if slot is None:
-                slot = self._where[record.key] = self._take_slot(fd)
-            block, version = self._next(slot)
+            fd, slot, block, version = self._claim(record)
             _write(fd, slot, block, version, payload)
             self._slots[slot] = _Slot(block, version)
             self._records[record.key] = record
@@ -231,6 +223,15 @@ class AttemptStore:
                 self._slots[slot] = _Slot(block, version)
                 self._records[record.key] = record
             path.unlink()
+
+    def _claim(self, record: AttemptRecord) -> tuple[int, int, int, int]:
+        """(file, slot, block, version) the record's next write goes to; under the lock."""
+        fd = self._open()
+        slot = self._where.get(record.key)
+        if slot is None:
+            slot = self._where[record.key] = self._take_slot(fd)
+        block, version = self._next(slot)
+        return fd, slot, block, version
 
     def _take_slot(self, fd: int) -> int:
         if not self._free:
