@@ -157,6 +157,25 @@ async def test_a_quick_start_reports_starting_with_running_a_slow_one_before(
     assert cluster.job("quick").status == "SUCCEEDED"
 
 
+async def test_no_room_for_the_attempt_is_an_infrastructure_error_and_starts_nothing(
+    cluster: Cluster,
+) -> None:
+    """The work dir is made while the record is written; a file in its way fails the
+    attempt as the host's fault before anything runs."""
+    settings = cluster.settings()
+    marker = cluster.tmp / "ran"
+    async with cluster.agent(settings):
+        await cluster.until_host()
+        Layout(settings.data_dir).work_dir("roomless", 1).write_text("in the way")
+        await cluster.run("roomless", payload(f"touch {marker}"))
+
+        failed = await cluster.until_reported("roomless", ev.JobFailed)
+    assert failed.failure_class is ev.FailureClass.INFRASTRUCTURE_ERROR
+    assert failed.reason.startswith("InfrastructureError: ")
+    assert not cluster.reported("roomless", ev.JobRunning)
+    assert not marker.exists()
+
+
 async def test_preemption_sends_sigterm_to_the_job_and_confirms_the_stop(cluster: Cluster) -> None:
     marker = cluster.tmp / "terminated"
     ready = cluster.tmp / "ready"
@@ -449,4 +468,4 @@ async def test_a_failure_on_one_host_stops_the_attempt_on_the_others(cluster: Cl
         await cluster.until("the attempt is over", lambda: cluster.job("pair").awaiting_outcome)
     assert (failed.host, failed.exit_code) == ("h1", 3)
     assert (confirmed.host, confirmed.exit_code) == ("h2", 128 + signal.SIGTERM)
-    assert cluster.job("pair").ended_hosts == ["h1", "h2"]
+    assert cluster.job("pair").ended_hosts == ("h1", "h2")
