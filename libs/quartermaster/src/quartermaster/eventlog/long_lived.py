@@ -1,9 +1,12 @@
 """Keep a follower's folded state out of the cyclic garbage collector's walks.
 
 The folded state lives as long as the process, has no reference cycles, and is
-large: a job holds three lists the collector tracks (its attempts, ended hosts and
-recent preemptions), so a million jobs are about three million tracked objects and
-a full collection walks them all (about 0.7 s on the 2-core machine). CPython runs
+large. Jobs held three lists the collector tracked (attempts, ended hosts, recent
+preemptions): a million jobs were about three million tracked objects, and a full
+collection walked them all (about 0.7 s on the 2-core machine). They are tuples
+now (e12e3df) and a job holds nothing tracked, but the state's own dicts, sets
+and index structures still are, and so is whatever a process keeps beside it
+(the scheduler's memo, admission's watch history). CPython runs
 one whenever a quarter more objects reached the oldest generation, and it lands in
 whatever runs then, a pass included. `gc.freeze()` moves every tracked object to a
 generation no collection walks; refcounting still frees them when they are dropped
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import gc
 
-REFREEZE_EVENTS = 100_000  # at most ~300k new tracked objects (3 a submit): <= ~40 ms to collect
+REFREEZE_EVENTS = 100_000  # bounds what a full collection walks since the last freeze
 
 
 def freeze_long_lived() -> None:
