@@ -160,8 +160,8 @@ async def test_a_quick_start_reports_starting_with_running_a_slow_one_before(
 async def test_no_room_for_the_attempt_is_an_infrastructure_error_and_starts_nothing(
     cluster: Cluster,
 ) -> None:
-    """The work dir is made while the record is written; a file in its way fails the
-    attempt as the host's fault before anything runs."""
+    """A file in the way of the work dir fails the attempt as the host's fault before
+    anything runs."""
     settings = cluster.settings()
     marker = cluster.tmp / "ran"
     async with cluster.agent(settings):

@@ -134,26 +134,8 @@ class AttemptRunner:
         event = self._event(ev.JobStarting)
         trace = self.trace
         starting = StartingReport(event, lambda: self._reporter.report(event, trace))
-        # The room the launch needs (folders, files) starts nothing: made meanwhile.
-        room = None
-        if not isinstance(spec, LaunchError):
-            room = asyncio.ensure_future(self._runtime.prepare(spec, self.record))
         try:
             await self._store.persist(self.record)
-        except BaseException:
-            starting.cancel()
-            if room is not None:
-                room.cancel()
-            raise
-        try:
-            if room is not None:
-                await room
-        except (OSError, RuntimeFailure) as err:  # nothing started
-            self._log("could not prepare: %s", err)
-            await starting.send()
-            reason = f"InfrastructureError: {err}"
-            await self._finish(self._failed(reason, FailureClass.INFRASTRUCTURE_ERROR))
-            return
         except BaseException:
             starting.cancel()
             raise

@@ -47,11 +47,6 @@ class RunningJob(Protocol):
 class JobRuntime(Protocol):
     kind: str
 
-    async def prepare(self, spec: LaunchSpec, record: AttemptRecord) -> None:
-        """Make what the launch needs that starts nothing (folders, files), while the
-        record is written: it runs before the record is durable."""
-        ...
-
     async def launch(self, spec: LaunchSpec, record: AttemptRecord) -> RunningJob:
         """Start the job. Raises `LaunchError` (client or infrastructure) when it cannot."""
         ...

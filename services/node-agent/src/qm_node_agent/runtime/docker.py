@@ -222,9 +222,6 @@ class DockerRuntime:
         if due is not None:
             due.set()
 
-    async def prepare(self, spec: LaunchSpec, record: AttemptRecord) -> None:
-        """Nothing ahead: the pull, volume and staging are the start's own phases."""
-
     async def launch(self, spec: LaunchSpec, record: AttemptRecord) -> DockerJob:
         if not spec.image:
             raise LaunchError.client("AlgorithmSpecification.TrainingImage is missing")
