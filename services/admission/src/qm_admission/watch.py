@@ -34,9 +34,13 @@ class WatchFilter(msgspec.Struct, frozen=True):
     allowed_shares: frozenset[tuple[str, str]] | None = None
     statuses: frozenset[int] = frozenset()  # pb.JobStatus values; empty: all
 
+    def wants(self, status: int) -> bool:
+        """Whether changes to `status` are streamed at all."""
+        return not self.statuses or status in self.statuses
+
     def matches(self, change: pb.JobStateChange) -> bool:
         return (
-            (not self.statuses or change.status in self.statuses)
+            self.wants(change.status)
             and (
                 self.allowed_shares is None
                 or (change.job_queue, change.quota_share_name) in self.allowed_shares
@@ -164,7 +168,7 @@ class JobWatchHub:
                 job = state.jobs.get(job_id)
                 if job is not None:
                     change = job_state_change(job, self._follower.seq, state.now)
-                    if not where.statuses or change.status in where.statuses:
+                    if where.wants(change.status):
                         subscription.offer(change)
         self._subscriptions.add(subscription)
         return subscription

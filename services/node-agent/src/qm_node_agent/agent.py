@@ -441,19 +441,15 @@ class NodeAgent:
 
     async def _retire(self, key: AttemptKey) -> None:
         """An ended attempt's files, in one worker thread: its log kept (capped, for the
-        retention period), its exit file and work dir deleted."""
-        work_dir = self.layout.work_dir(*key)
-        self._deleting.add(work_dir)
+        retention period), its exit file and work dir deleted. Runs once per attempt:
+        its record is dropped before."""
 
         def retire(ended_at: float) -> None:
             self._keeper.keep(self.layout.log_file(*key).stem, ended_at)
             self.layout.exit_file(*key).unlink(missing_ok=True)
-            shutil.rmtree(work_dir, True)
+            shutil.rmtree(self.layout.work_dir(*key), True)
 
-        try:
-            await asyncio.to_thread(retire, self._clock())
-        finally:
-            self._deleting.discard(work_dir)
+        await asyncio.to_thread(retire, self._clock())
 
     def _prune_caches(self, state: State) -> None:
         """Delete warm pool caches that neither an attempt nor an Available pool keeps."""
