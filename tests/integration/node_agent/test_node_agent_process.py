@@ -7,6 +7,7 @@ what the agent reports and what the job itself saw.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -174,6 +175,79 @@ async def test_no_room_for_the_attempt_is_an_infrastructure_error_and_starts_not
     assert failed.reason.startswith("InfrastructureError: ")
     assert not cluster.reported("roomless", ev.JobRunning)
     assert not marker.exists()
+
+
+async def test_a_log_that_cannot_be_opened_is_an_infrastructure_error_and_runs_nothing(
+    cluster: Cluster,
+) -> None:
+    """The wrapper opens the job's log: a folder in its way fails the attempt as the
+    host's fault, and the job's command never runs."""
+    settings = cluster.settings()
+    marker = cluster.tmp / "ran"
+    async with cluster.agent(settings):
+        await cluster.until_host()
+        Layout(settings.data_dir).log_file("logless", 1).mkdir(parents=True)
+        await cluster.run("logless", payload(f"touch {marker}"))
+
+        failed = await cluster.until_reported("logless", ev.JobFailed)
+    assert failed.failure_class is ev.FailureClass.INFRASTRUCTURE_ERROR
+    assert failed.reason == "InfrastructureError: cannot open the job's log file"
+    assert not marker.exists()
+
+
+async def test_the_record_is_written_before_the_start_and_flushed_before_running(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The launch does not wait for the record's flush (they overlap), but the job's
+    record is in the file before it starts, and JobRunning waits for the flush."""
+    flushed: list[float] = []
+    sync = AttemptStore.sync
+
+    def slow_sync(store: AttemptStore) -> None:
+        time.sleep(0.3)
+        sync(store)
+        flushed.append(time.time())
+
+    monkeypatch.setattr(AttemptStore, "sync", slow_sync)
+    settings = cluster.settings()
+    records = Layout(settings.data_dir).records_file
+    started, seen = cluster.tmp / "started", cluster.tmp / "seen"
+    script = f"date +%s.%N > {started}; grep -c overlap {records} > {seen}; sleep 0.5"
+    async with cluster.agent(settings):
+        await cluster.until_host()
+        await cluster.run("overlap", payload(script))
+        await cluster.until_status("overlap", JobStatus.SUCCEEDED)
+    running = cluster.reported("overlap", ev.JobRunning)[0]
+    assert seen.read_text().strip() != "0"  # the record was there when the job began
+    launch_flush = min(t for t in flushed if t >= float(started.read_text()))
+    assert float(started.read_text()) < launch_flush  # started during the flush
+    assert running.at >= launch_flush  # reported once the record was durable
+
+
+async def test_a_record_that_cannot_be_flushed_undoes_the_start(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The flush of a new record fails (a disk error): the job, started meanwhile, is
+    stopped, and is never reported RUNNING."""
+    launched, survived = cluster.tmp / "launched", cluster.tmp / "survived"
+
+    def failing_sync(store: AttemptStore) -> None:
+        time.sleep(0.2)  # the job is started by now
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(AttemptStore, "sync", failing_sync)
+    settings = cluster.settings()
+    script = f"touch {launched}; sleep 1; touch {survived}"
+    async with cluster.agent(settings):
+        await cluster.until_host()
+        await cluster.run("unflushed", payload(script))
+        await wait_for_file(launched)
+        await cluster.until(
+            "the start undone", lambda: not cluster.reported("unflushed", ev.JobRunning)
+        )
+        await asyncio.sleep(1.5)
+    assert not survived.exists()
+    assert not cluster.reported("unflushed", ev.JobRunning)
 
 
 async def test_preemption_sends_sigterm_to_the_job_and_confirms_the_stop(cluster: Cluster) -> None:
@@ -421,6 +495,22 @@ async def test_the_cache_is_deleted_when_an_attempt_ends_without_a_pool(cluster:
             lambda: not AttemptStore(Layout(settings.data_dir)).load_all(),
         )
     assert not (settings.data_dir / "jobs" / "cold-1").exists()
+
+
+async def test_caches_left_from_before_a_restart_and_of_each_attempt_are_deleted(
+    cluster: Cluster,
+) -> None:
+    """The agent lists the cache folders once, then knows which its launches made: a
+    leftover of an earlier run goes, and so do the caches of several attempts ending."""
+    settings = cluster.settings()
+    root = settings.data_dir / "warmpool-cache"
+    (root / "leftover").mkdir(parents=True)
+    async with cluster.agent(settings):
+        await cluster.until_host()
+        for name in ("c1", "c2", "c3"):
+            await cluster.run(name, payload("true"))
+            await cluster.until_status(name, JobStatus.SUCCEEDED)
+        await cluster.until("every cache deleted", lambda: not any(root.iterdir()))
 
 
 async def test_a_host_declared_lost_while_its_agent_lives_registers_again(

@@ -113,3 +113,36 @@ def test_the_wrapper_module_imports_the_standard_library_only() -> None:
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module.split(".")[0])
     assert imported - sys.stdlib_module_names - {"__future__"} == set()
+
+
+def test_the_wrapper_appends_the_job_output_to_its_log(tmp_path: Path) -> None:
+    exit_file, log = tmp_path / "exit", tmp_path / "job.log"
+    log.write_text("earlier\n")
+    proc = subprocess.Popen(
+        wrapper_argv(str(exit_file), ["sh", "-c", "echo out; echo err >&2"], str(log)),
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    captured, _ = proc.communicate(timeout=10)
+
+    assert proc.returncode == 0
+    assert log.read_text() == "earlier\nout\nerr\n"
+    assert captured == b""  # nothing went to the output the wrapper was given
+    assert json.loads(exit_file.read_text()) == {"exit_code": 0, "start_error": None}
+
+
+def test_a_log_the_wrapper_cannot_open_is_an_infrastructure_error_and_runs_nothing(
+    tmp_path: Path,
+) -> None:
+    exit_file, log, ran = tmp_path / "exit", tmp_path / "job.log", tmp_path / "ran"
+    log.mkdir()  # a folder in the way
+    proc = subprocess.Popen(
+        wrapper_argv(str(exit_file), ["touch", str(ran)], str(log)), start_new_session=True
+    )
+
+    assert proc.wait(10) == 1
+    status = json.loads(exit_file.read_text())
+    assert status["infrastructure_error"] == wrapper.LOG_ERROR
+    assert status["start_error"] is None
+    assert not ran.exists()

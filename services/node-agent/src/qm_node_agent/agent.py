@@ -108,6 +108,9 @@ class NodeAgent:
         self._holder: str | None = None  # what held this host at the last reconcile
         self._confirmed: set[AttemptKey] = set()
         self._kept_chains: set[str] | None = None
+        # Cache folders that may be on disk (listed once, then added to by each launch):
+        # the prune after every attempt lists no folder.
+        self._caches: set[str] | None = None
         self._deleting: set[Path] = set()
         self._registering = False
         self._run_task: asyncio.Task[None] | None = None
@@ -353,6 +356,8 @@ class NodeAgent:
             log_file=str(self.layout.log_file(*key)),
         )
         self._records[key] = record  # the runner saves it durably before anything starts
+        if self._caches is not None:  # its runtime may make the chain's cache folder
+            self._caches.add(safe_name(job.chain_id))
         runner = self._runner(record)
         trace = self._follower.traces.get(job.job_id) if self._follower is not None else None
         launch = runner.launch(spec, job.timeout_seconds, trace)
@@ -459,11 +464,14 @@ class NodeAgent:
             return
         self._kept_chains = keep
         self._spawn(self._runtime.release(set(keep)), "release warm pools")
+        if self._caches is None:
+            self._caches = {path.name for path in self.layout.cache_root.iterdir()}
         names = {safe_name(chain) for chain in keep}
-        for path in self.layout.cache_root.iterdir():
-            if path.name not in names:
-                log.info("host=%s deleting warm pool cache %s", self.host_id, path.name)
-                self._delete_later(path)
+        self._caches |= names
+        for name in sorted(self._caches - names):
+            self._caches.discard(name)
+            log.info("host=%s deleting warm pool cache %s", self.host_id, name)
+            self._delete_later(self.layout.cache_root / name)
 
     def _delete_later(self, path: Path) -> None:
         if path in self._deleting or not path.exists():

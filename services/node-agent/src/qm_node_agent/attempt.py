@@ -39,6 +39,14 @@ STARTING_AFTER_S = 0.05
 E = TypeVar("E", bound=ev.Event)
 
 
+async def _settle(flush: asyncio.Future[None]) -> None:
+    """Wait for a flush whose outcome no longer matters (an error on the way out)."""
+    try:
+        await asyncio.shield(flush)
+    except Exception:
+        log.exception("attempt record flush failed")
+
+
 class StartingReport:
     """This attempt's JobStarting: sent on its own once the start has taken
     `STARTING_AFTER_S` (or when it ends without running), else with JobRunning."""
@@ -125,49 +133,67 @@ class AttemptRunner:
             self._spans.clear()
 
     async def _launch(self, spec: LaunchSpec | LaunchError, timeout_s: int | None) -> None:
-        # The record is durable before anything starts, so that a restart never launches
-        # it again. JobStarting guards nothing the restart reads (one that finds no record
-        # launches, and nothing ran yet): it goes out while the record is written if the
-        # start is slow, else with JobRunning. JobRunning does not wait for its ack: the
-        # fold takes the two in either order (a JobStarting after JobRunning changes
-        # nothing). A final report waits for it.
+        # The record is written before anything starts, so that a restart never launches
+        # it again, and made durable while the part starts: an agent crash keeps a write
+        # (it is in the page cache), and a host crash before the flush ends takes the
+        # started part down with it, so no restart finds the part running without its
+        # record. JobRunning waits for the flush. JobStarting guards nothing the restart
+        # reads (one that finds no record launches, and nothing ran yet): it goes out on
+        # its own if the start is slow, else with JobRunning. JobRunning does not wait for
+        # its ack: the fold takes the two in either order (a JobStarting after JobRunning
+        # changes nothing). A final report waits for it.
         event = self._event(ev.JobStarting)
         trace = self.trace
         starting = StartingReport(event, lambda: self._reporter.report(event, trace))
         try:
-            await self._store.persist(self.record)
+            self._store.note(self.record)
         except BaseException:
             starting.cancel()
             raise
-        if self._stop.is_set():
-            await starting.send()
-            await self._finish(self._event(ev.JobStopConfirmed, exit_code=None))
-            return
+        durable = self._store.flush()
         try:
-            if isinstance(spec, LaunchError):
-                raise spec
-            job = await self._runtime.launch(spec, self.record)
-        except LaunchError as err:
-            self._log("could not start: %s", err.reason)
-            await starting.send()
-            await self._finish(self._failed(err.reason, err.failure_class))
-            return
-        except (OSError, RuntimeFailure) as err:
-            self._log("could not start: %s", err)
-            reason = f"InfrastructureError: {err}"
-            await starting.send()
-            await self._finish(self._failed(reason, FailureClass.INFRASTRUCTURE_ERROR))
-            return
+            started = await self._start(spec)
         except BaseException:
             starting.cancel()
+            await _settle(durable)
             raise
-        self._log("started (pid %s)", job.pid)
+        try:
+            await durable
+        except BaseException:  # not durable (or cancelled): undo the start
+            if not isinstance(started, ev.Event):
+                await self._stop_job(started)
+            starting.cancel()
+            raise
+        if isinstance(started, ev.Event):  # it did not start: this is the final report
+            await starting.send()
+            await self._finish(started)
+            return
+        job = started
         try:
             running_at = await self._report_running(job.start_phases, starting, pid=job.pid)
         except PermanentBusError:  # the log refuses this host's reports: undo the start
             await self._stop_job(job)
             raise
         await self._supervise(job, running_at, timeout_s)
+
+    async def _start(self, spec: LaunchSpec | LaunchError) -> RunningJob | Outcome:
+        """The started part, or the final report if it did not start (stopped first,
+        or the start failed)."""
+        if self._stop.is_set():
+            return self._event(ev.JobStopConfirmed, exit_code=None)
+        try:
+            if isinstance(spec, LaunchError):
+                raise spec
+            job = await self._runtime.launch(spec, self.record)
+        except LaunchError as err:
+            self._log("could not start: %s", err.reason)
+            return self._failed(err.reason, err.failure_class)
+        except (OSError, RuntimeFailure) as err:
+            self._log("could not start: %s", err)
+            reason = f"InfrastructureError: {err}"
+            return self._failed(reason, FailureClass.INFRASTRUCTURE_ERROR)
+        self._log("started (pid %s)", job.pid)
+        return job
 
     async def adopt(self, timeout_s: int | None, running_at: float | None) -> None:
         """After an agent restart: find the part again and see it through."""
@@ -242,6 +268,9 @@ class AttemptRunner:
         self._log("exited %d", status.exit_code)
         if stopped:
             return self._event(ev.JobStopConfirmed, exit_code=status.exit_code)
+        if status.infrastructure_error is not None:
+            reason = f"InfrastructureError: {status.infrastructure_error}"
+            return self._failed(reason, FailureClass.INFRASTRUCTURE_ERROR, status.exit_code)
         if status.start_error is not None:
             return self._failed(
                 f"ClientError: {status.start_error}",
@@ -318,6 +347,7 @@ class AttemptRunner:
         self.trace = span.traceparent
 
     async def _save(self, **changes: object) -> None:
+        """Change the record and write it durably."""
         self.record = msgspec.structs.replace(self.record, **changes)
         await self._store.persist(self.record)
 

@@ -125,6 +125,26 @@ class AttemptStore:
         """`save` in a worker thread: the flush never blocks the agent's event loop."""
         await asyncio.to_thread(self.save, record)
 
+    def sync(self) -> None:
+        """Make every write so far durable (one `fdatasync`), and keep a slot free, so
+        that the next `note` of a new record changes no metadata on the caller's thread."""
+        with self._lock:
+            fd = self._open()
+            self._busy += 1
+            if not self._free:
+                self._grow(fd)
+        try:
+            os.fdatasync(fd)
+        finally:
+            with self._lock:
+                self._busy -= 1
+                self._idle.notify_all()
+
+    def flush(self) -> asyncio.Future[None]:
+        """`sync` in a worker thread, begun at once (a task would begin it only at the
+        loop's next turn, after the caller's launch)."""
+        return asyncio.get_running_loop().run_in_executor(None, self.sync)
+
     def exists(self, job_id: str, attempt: int) -> bool:
         with self._lock:
             self._open()

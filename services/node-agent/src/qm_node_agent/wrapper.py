@@ -1,16 +1,23 @@
 """The process runtime's per-attempt wrapper: a POSIX shell script, not a Python process.
 
-    /bin/sh -c SCRIPT qm-wrapper EXIT_FILE cmd [args...]
+    /bin/sh -c SCRIPT qm-wrapper EXIT_FILE LOG_FILE cmd [args...]
 
 The agent starts the wrapper in a session of its own, so the job outlives an
 agent restart and one signal to the process group reaches the job and its
-children. The wrapper traps SIGTERM/SIGINT/SIGHUP (a trap, not an ignore: the
-job starts with the default handlers) and, since a shell runs a trap only
-once its foreground command ended, always waits for the job and records its
-real status: `{"exit_code": n, "start_error": ...}` in EXIT_FILE, in one write,
-fsynced. The restarted agent reads it there. It is written in place, not renamed
-into place (one process fewer per attempt): the agent reads it once the wrapper
-has ended, and takes a torn one (a crash in the middle of the write) for none.
+children. The wrapper opens LOG_FILE itself (appending; "" keeps the output it
+was given): a file's creation costs the agent's loop nothing then. One it cannot
+open ends the attempt as the host's fault (`infrastructure_error`) before the
+job runs. It traps SIGTERM/SIGINT/SIGHUP (a trap, not an ignore: the job starts
+with the default handlers) and, since a shell runs a trap only once its
+foreground command ended, always waits for the job and records its real
+status: `{"exit_code": n, "start_error": ...}` in EXIT_FILE, in one write. The
+agent reads it once the wrapper has ended, and takes a torn one for none.
+
+The exit file is not flushed (no `sync` process per attempt): the agent saves
+the outcome durably in the attempt's record as soon as the wrapper ends, and a
+host crash in between (or while the agent is down) loses only how the attempt
+ended: the restarted agent then fails it as lost (an infrastructure error,
+retried by the job's retry strategy), never with a wrong status.
 
 Why a shell: a Python wrapper costs 17 ms of CPU just to start its interpreter
 on a loaded 2-core host (67 ms with argparse and subprocess), the shell about
@@ -23,10 +30,21 @@ from __future__ import annotations
 SHELL = "/bin/sh"
 ARGV0 = "qm-wrapper"
 
+# A log the wrapper cannot open: the host's fault, reported in the exit file.
+LOG_ERROR = "cannot open the job's log file"
+
 # 126/127 without a runnable command is a start error (the client's), not the job's code.
 SCRIPT = r"""trap : TERM INT HUP
 exit_file=$1
-shift
+if [ -n "$2" ]; then
+  if ! { true >>"$2"; } 2>/dev/null; then
+    printf '{"exit_code": 1, "start_error": null, "infrastructure_error": "%s"}' \
+      "LOG_ERROR" >"$exit_file"
+    exit 1
+  fi
+  exec >>"$2" 2>&1
+fi
+shift 2
 "$@"
 code=$?
 start_error=null
@@ -41,11 +59,12 @@ if [ "$start_error" != null ]; then
   start_error="\"$start_error: $name\""
 fi
 printf '{"exit_code": %d, "start_error": %s}' "$code" "$start_error" >"$exit_file"
-sync "$exit_file"
 exit "$code"
-"""
+""".replace("LOG_ERROR", LOG_ERROR)
 
 
-def wrapper_argv(exit_file: str, command: tuple[str, ...] | list[str]) -> list[str]:
+def wrapper_argv(
+    exit_file: str, command: tuple[str, ...] | list[str], log_file: str = ""
+) -> list[str]:
     """The argv that runs `command` under the wrapper (the exit file is in it: see process.py)."""
-    return [SHELL, "-c", SCRIPT, ARGV0, exit_file, *command]
+    return [SHELL, "-c", SCRIPT, ARGV0, exit_file, log_file, *command]

@@ -16,6 +16,7 @@ LOG_TAIL_BYTES = 2048
 class ExitStatus(msgspec.Struct, frozen=True):
     exit_code: int
     start_error: str | None = None  # the command could not be started: a client error
+    infrastructure_error: str | None = None  # the host could not run it (the wrapper's log)
 
 
 class RunningJob(Protocol):

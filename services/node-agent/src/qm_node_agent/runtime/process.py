@@ -130,17 +130,16 @@ class ProcessRuntime:
             raise LaunchError.client(f"command not found: {command[0]}")
         exit_file = Path(record.exit_file)
         exit_file.unlink(missing_ok=True)
-        try:
-            with open(record.log_file, "ab") as output:
-                popen = subprocess.Popen(
-                    wrapper_argv(str(exit_file), command),
-                    cwd=spec.work_dir,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=output,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
+        try:  # the wrapper opens the log itself: its creation is off the agent's loop
+            popen = subprocess.Popen(
+                wrapper_argv(str(exit_file), command, record.log_file),
+                cwd=spec.work_dir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         except OSError as err:
             raise LaunchError.infrastructure(f"cannot start the job wrapper: {err}") from err
         return ProcessJob(popen.pid, exit_file, Path(record.log_file), popen)
@@ -243,7 +242,9 @@ def read_exit_file(path: Path) -> ExitStatus | None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return ExitStatus(int(data["exit_code"]), data.get("start_error"))
+    return ExitStatus(
+        int(data["exit_code"]), data.get("start_error"), data.get("infrastructure_error")
+    )
 
 
 def read_tail(path: Path) -> str:
