@@ -513,6 +513,30 @@ async def test_caches_left_from_before_a_restart_and_of_each_attempt_are_deleted
         await cluster.until("every cache deleted", lambda: not any(root.iterdir()))
 
 
+async def test_the_next_attempt_gets_the_emptied_work_dir_of_an_ended_one(
+    cluster: Cluster,
+) -> None:
+    """An ended attempt's work dir and cache are emptied and kept, not deleted: the
+    next attempt works in one of the same inodes (none freed and made per attempt),
+    and sees nothing of the one before."""
+    settings = cluster.settings()
+    first, second = cluster.tmp / "first", cluster.tmp / "second"
+    async with cluster.agent(settings):
+        await cluster.until_host()
+        cache = '"$SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"'
+        script = f"stat -c %i . {cache} > {first}; echo x > left-behind; echo y > {cache}/c"
+        await cluster.run("one", payload(script))
+        await cluster.until_status("one", JobStatus.SUCCEEDED)
+        await cluster.until(
+            "the attempt's files retired",
+            lambda: not (settings.data_dir / "jobs" / "one-1").exists(),
+        )
+        await cluster.run("two", payload(f"{{ stat -c %i .; ls -A; }} > {second}"))
+        await cluster.until_status("two", JobStatus.SUCCEEDED)
+    (inode,) = second.read_text().split()  # and `ls -A` printed nothing
+    assert inode in first.read_text().split()
+
+
 async def test_a_host_declared_lost_while_its_agent_lives_registers_again(
     cluster: Cluster,
 ) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import shutil
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
@@ -32,6 +31,7 @@ from qm_node_agent.records import AttemptRecord, AttemptStore
 from qm_node_agent.reporter import Reporter
 from qm_node_agent.runtime import DockerRuntime, JobRuntime, ProcessRuntime
 from qm_node_agent.settings import NodeSettings, RuntimeKind
+from qm_node_agent.spares import Spares
 from quartermaster import events as ev
 from quartermaster.bus import BusError, JetStreamLog
 from quartermaster.bus.liveness import Beat, send_beat
@@ -48,7 +48,7 @@ AttemptKey = tuple[str, int]
 LIVE_LOG_TRIM_SECONDS = 5.0  # how often running attempts' logs are held to the cap
 
 
-def make_runtime(settings: NodeSettings) -> JobRuntime:
+def make_runtime(settings: NodeSettings, spares: Spares | None = None) -> JobRuntime:
     if settings.runtime is RuntimeKind.DOCKER:
         return DockerRuntime(
             settings.docker_binary,
@@ -56,7 +56,7 @@ def make_runtime(settings: NodeSettings) -> JobRuntime:
             registry=settings.registry,
             host_id=settings.host_id,
         )
-    return ProcessRuntime(settings.job_path)
+    return ProcessRuntime(settings.job_path, spares)
 
 
 class NodeAgent:
@@ -88,7 +88,8 @@ class NodeAgent:
         self.layout = Layout(settings.data_dir)
         self.gpu_indexes: tuple[int, ...] = ()
         self._given_log = event_log
-        self._runtime = runtime or make_runtime(settings)
+        self._spares = Spares(self.layout.spares)
+        self._runtime = runtime or make_runtime(settings, self._spares)
         self._gpus = None if gpus is None else list(gpus)
         self._clock = clock
         self._metrics = metrics
@@ -451,8 +452,8 @@ class NodeAgent:
 
         def retire(ended_at: float) -> None:
             self._keeper.keep(self.layout.log_file(*key).stem, ended_at)
-            self.layout.exit_file(*key).unlink(missing_ok=True)
-            shutil.rmtree(self.layout.work_dir(*key), True)
+            self._spares.give_file(self.layout.exit_file(*key))
+            self._spares.give_dir(self.layout.work_dir(*key))
 
         await asyncio.to_thread(retire, self._clock())
 
@@ -480,7 +481,7 @@ class NodeAgent:
 
         async def delete() -> None:
             try:
-                await asyncio.to_thread(shutil.rmtree, path, True)
+                await asyncio.to_thread(self._spares.give_dir, path)
             finally:
                 self._deleting.discard(path)
 

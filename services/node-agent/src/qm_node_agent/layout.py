@@ -8,6 +8,7 @@ DATA_DIR/jobs/<job>-<attempt>.exit          process runtime: the wrapper's exit 
 DATA_DIR/logs/<job>-<attempt>.log           an ended attempt's output, kept (capped)
 DATA_DIR/logs/<job>-<attempt>.json          what of it was kept, and when it ended
 DATA_DIR/warmpool-cache/<chain>/            a warm pool chain's persistent cache
+DATA_DIR/spare/d<n>/, DATA_DIR/spare/f<n>    emptied folders and files kept for reuse (spares.py)
 """
 
 from __future__ import annotations
@@ -36,9 +37,10 @@ class Layout:
         self.jobs = data_dir / "jobs"
         self.cache_root = data_dir / "warmpool-cache"
         self.logs = data_dir / "logs"
+        self.spares = data_dir / "spare"
 
     def create(self) -> None:
-        for folder in (self.attempts, self.jobs, self.cache_root, self.logs):
+        for folder in (self.attempts, self.jobs, self.cache_root, self.logs, self.spares):
             folder.mkdir(parents=True, exist_ok=True)
 
     @property

@@ -25,6 +25,7 @@ from qm_node_agent.launch import LaunchSpec
 from qm_node_agent.records import AttemptRecord
 from qm_node_agent.runtime.base import ExitStatus, tail
 from qm_node_agent.settings import RuntimeKind
+from qm_node_agent.spares import Spares
 from qm_node_agent.wrapper import wrapper_argv
 from quartermaster.events import StartPhases
 
@@ -113,8 +114,10 @@ class ProcessJob:
 class ProcessRuntime:
     kind = RuntimeKind.PROCESS.value
 
-    def __init__(self, job_path: str = os.defpath) -> None:
+    def __init__(self, job_path: str = os.defpath, spares: Spares | None = None) -> None:
+        """`spares`: the agent's kept folders and files (None: each made anew)."""
         self._job_path = job_path
+        self._spares = spares
 
     async def launch(self, spec: LaunchSpec, record: AttemptRecord) -> ProcessJob:
         command = spec.command
@@ -122,14 +125,19 @@ class ProcessRuntime:
             raise LaunchError.client(
                 "AlgorithmSpecification has no ContainerEntrypoint or ContainerArguments to run"
             )
-        spec.work_dir.mkdir(parents=True, exist_ok=True)
-        spec.cache_dir.mkdir(parents=True, exist_ok=True)
+        exit_file = Path(record.exit_file)
+        if self._spares is None:
+            spec.work_dir.mkdir(parents=True, exist_ok=True)
+            spec.cache_dir.mkdir(parents=True, exist_ok=True)
+            exit_file.unlink(missing_ok=True)
+        else:  # kept ones renamed into place: no inode made (see spares.py)
+            self._spares.take_dir(spec.work_dir)
+            self._spares.take_dir(spec.cache_dir)
+            self._spares.take_file(exit_file)  # empty: no status until the wrapper's
         # The agent's job PATH, unless the job's own Environment sets one.
         env = {"PATH": self._job_path, **spec.environment_with_cache(str(spec.cache_dir))}
         if not _resolvable(command[0], spec.work_dir, env["PATH"]):
             raise LaunchError.client(f"command not found: {command[0]}")
-        exit_file = Path(record.exit_file)
-        exit_file.unlink(missing_ok=True)
         try:  # the wrapper opens the log itself: its creation is off the agent's loop
             popen = subprocess.Popen(
                 wrapper_argv(str(exit_file), command, record.log_file),
