@@ -224,6 +224,34 @@ async def test_the_record_is_written_before_the_start_and_flushed_before_running
     assert running.at >= launch_flush  # reported once the record was durable
 
 
+async def test_an_agent_stopped_during_the_flush_leaves_the_job_to_the_next_one(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent stops while a new record's flush is in flight: the started job goes
+    on (no stop), and the next agent adopts it from the written record; it ran once."""
+    sync = AttemptStore.sync
+
+    def slow_sync(store: AttemptStore) -> None:
+        time.sleep(0.5)
+        sync(store)
+
+    monkeypatch.setattr(AttemptStore, "sync", slow_sync)
+    launches, go = cluster.tmp / "launches", cluster.tmp / "go"
+    script = f"echo launched >> {launches}; while [ ! -e {go} ]; do sleep 0.05; done"
+    settings = cluster.settings()
+    async with cluster.agent(settings):
+        await cluster.until_host()
+        await cluster.run("midflush", payload(script))
+        await wait_for_file(launches)  # started; the flush still sleeps
+    assert not cluster.reported("midflush", ev.JobRunning)
+    async with cluster.agent(settings):
+        job = await cluster.until_status("midflush", JobStatus.RUNNING)
+        go.touch()
+        job = await cluster.until_status("midflush", JobStatus.SUCCEEDED)
+    assert launches.read_text() == "launched\n"
+    assert job.attempts[-1].exit_code == 0
+
+
 async def test_a_record_that_cannot_be_flushed_undoes_the_start(
     cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:

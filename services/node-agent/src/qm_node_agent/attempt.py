@@ -159,7 +159,10 @@ class AttemptRunner:
             raise
         try:
             await durable
-        except BaseException:  # not durable (or cancelled): undo the start
+        except asyncio.CancelledError:  # the agent stops: the next one adopts the part
+            starting.cancel()
+            raise
+        except BaseException:  # not durable: undo the start
             if not isinstance(started, ev.Event):
                 await self._stop_job(started)
             starting.cancel()
