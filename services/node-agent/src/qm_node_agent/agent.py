@@ -48,7 +48,7 @@ AttemptKey = tuple[str, int]
 LIVE_LOG_TRIM_SECONDS = 5.0  # how often running attempts' logs are held to the cap
 
 
-def make_runtime(settings: NodeSettings, spares: Spares | None = None) -> JobRuntime:
+def make_runtime(settings: NodeSettings, spares: Spares) -> JobRuntime:
     if settings.runtime is RuntimeKind.DOCKER:
         return DockerRuntime(
             settings.docker_binary,
@@ -56,7 +56,7 @@ def make_runtime(settings: NodeSettings, spares: Spares | None = None) -> JobRun
             registry=settings.registry,
             host_id=settings.host_id,
         )
-    return ProcessRuntime(settings.job_path, spares)
+    return ProcessRuntime(spares, settings.job_path)
 
 
 class NodeAgent:

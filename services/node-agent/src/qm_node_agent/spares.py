@@ -11,6 +11,11 @@ one is renamed into place (no inode is freed or made); one given back is emptied
 and renamed into `Layout.spares`. At most `LIMIT` of each kind are kept; past
 that, they are deleted.
 
+A process of a job that escaped its wrapper's process group (it made a session of
+its own) and outlived the attempt would now write into a folder that a later
+attempt works in, where before it wrote into a deleted one: the process runtime
+isolates nothing of the kind anyway (jobs run as the agent's user).
+
 Thread-safe: attempts take on the agent's loop, and give back in worker threads.
 """
 

@@ -114,8 +114,8 @@ class ProcessJob:
 class ProcessRuntime:
     kind = RuntimeKind.PROCESS.value
 
-    def __init__(self, job_path: str = os.defpath, spares: Spares | None = None) -> None:
-        """`spares`: the agent's kept folders and files (None: each made anew)."""
+    def __init__(self, spares: Spares, job_path: str = os.defpath) -> None:
+        """`spares`: the agent's kept folders and files (see spares.py)."""
         self._job_path = job_path
         self._spares = spares
 
@@ -125,15 +125,11 @@ class ProcessRuntime:
             raise LaunchError.client(
                 "AlgorithmSpecification has no ContainerEntrypoint or ContainerArguments to run"
             )
+        # Kept ones renamed into place where there are: no inode made (see spares.py).
         exit_file = Path(record.exit_file)
-        if self._spares is None:
-            spec.work_dir.mkdir(parents=True, exist_ok=True)
-            spec.cache_dir.mkdir(parents=True, exist_ok=True)
-            exit_file.unlink(missing_ok=True)
-        else:  # kept ones renamed into place: no inode made (see spares.py)
-            self._spares.take_dir(spec.work_dir)
-            self._spares.take_dir(spec.cache_dir)
-            self._spares.take_file(exit_file)  # empty: no status until the wrapper's
+        self._spares.take_dir(spec.work_dir)
+        self._spares.take_dir(spec.cache_dir)
+        self._spares.take_file(exit_file)  # empty (no status until the wrapper's), or none
         # The agent's job PATH, unless the job's own Environment sets one.
         env = {"PATH": self._job_path, **spec.environment_with_cache(str(spec.cache_dir))}
         if not _resolvable(command[0], spec.work_dir, env["PATH"]):
