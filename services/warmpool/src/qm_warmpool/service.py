@@ -53,8 +53,11 @@ class WarmPoolService:
                 self._changed.clear()
                 self._due = due
                 try:
+                    # asyncio.timeout, not wait_for: 3.11's wait_for drops a cancellation
+                    # that comes as the event is set, and the loop would go on after it.
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._changed.wait(), delay)
+                        async with asyncio.timeout(delay):
+                            await self._changed.wait()
                         continue  # a nearer timer exists
                 finally:
                     self._due = math.inf

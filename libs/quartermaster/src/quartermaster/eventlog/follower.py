@@ -175,10 +175,13 @@ class LogFollower:
             folded.advanced.notify_all()
 
     async def wait_for(self, seq: int, timeout: float | None = 10.0) -> None:
-        """Return once everything up to `seq` is folded."""
+        """Return once everything up to `seq` is folded.
+
+        asyncio.timeout, not wait_for: 3.11's wait_for drops a cancellation that comes
+        as the fold advances, and the cancelled caller would go on."""
         folded = self._fold
-        async with folded.advanced:
-            await asyncio.wait_for(folded.advanced.wait_for(lambda: folded.seq >= seq), timeout)
+        async with folded.advanced, asyncio.timeout(timeout):
+            await folded.advanced.wait_for(lambda: folded.seq >= seq)
 
     async def catch_up(self, timeout: float | None = 10.0) -> int:
         """Fold everything the stream holds right now; returns that position."""

@@ -79,8 +79,8 @@ class HostFeedFollower:
                 await asyncio.sleep(0.02)
 
     async def wait_for(self, seq: int, timeout: float | None = 10.0) -> None:
-        async with self._advanced:
-            await asyncio.wait_for(self._advanced.wait_for(lambda: self.seq >= seq), timeout)
+        async with self._advanced, asyncio.timeout(timeout):  # not wait_for: see LogFollower
+            await self._advanced.wait_for(lambda: self.seq >= seq)
 
     async def _run(self) -> None:
         js = self.log.js

@@ -65,7 +65,8 @@ class PositionWatch:
                 )
             wait = self.poll_interval if remaining is None else min(self.poll_interval, remaining)
             try:
-                await asyncio.wait_for(moved.wait(), wait)
+                async with asyncio.timeout(wait):  # not wait_for: see LogFollower.wait_for
+                    await moved.wait()
             except TimeoutError:
                 await self.read()
         return self._known

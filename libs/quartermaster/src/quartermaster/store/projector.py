@@ -221,9 +221,8 @@ class Projector:
         """Return once this projector has committed everything up to `seq`."""
         async with self._advanced:
             try:
-                await asyncio.wait_for(
-                    self._advanced.wait_for(lambda: self._committed >= seq), timeout
-                )
+                async with asyncio.timeout(timeout):  # not wait_for: see LogFollower.wait_for
+                    await self._advanced.wait_for(lambda: self._committed >= seq)
             except TimeoutError as err:
                 raise PositionTimeoutError(
                     f"projection {self.name} at {self._committed}, not at {seq} after {timeout}s"
