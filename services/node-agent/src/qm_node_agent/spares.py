@@ -4,9 +4,10 @@ Each attempt of the process runtime needs a working folder, often a cache folder
 and an exit file; deleting them when it ends and making new ones for the next
 costs little on most file systems, but not on ext4 without a journal (the disk of
 this kind of VM, and of some cloud hosts): a new inode is searched for past every
-inode freed in the last 30 seconds (`recently_deleted` in ext4's inode allocator),
+inode freed in the last 60 seconds, 360 while its inode table block is dirty
+(`recently_deleted` in ext4's inode allocator),
 so at 75 attempts/s a folder and a file took 1.8 ms of kernel CPU to make, against
-0.11 ms to rename kept ones into place (figures in docs/start-latency.md). A kept
+0.11 ms to rename kept ones into place (figures in docs/design-shared-fold.md). A kept
 one is renamed into place (no inode is freed or made); one given back is emptied
 and renamed into `Layout.spares`. At most `LIMIT` of each kind are kept; past
 that, they are deleted.
