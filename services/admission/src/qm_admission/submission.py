@@ -18,7 +18,6 @@ from qm_admission.errors import RequestRejected, already_exists
 from qm_admission.ports import ReadModelPort
 from qm_admission.tokens import job_id_for_token, new_job_id, request_hash, submit_msg_id
 from qm_admission.translate import job_reply
-from qm_admission.validation.command import check_command
 from qm_admission.writer import Plan, signed
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.auth import Principal
@@ -132,9 +131,8 @@ class SubmissionPlanner:
             job_id=job_id,
             at=at,
             max_keep_alive_seconds=self._max_keep_alive_seconds,
+            require_command=self._require_command,
         )
-        if self._require_command:
-            check_command(request.service_request_payload)
         return events
 
 

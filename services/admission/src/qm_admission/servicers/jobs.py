@@ -16,7 +16,6 @@ from qm_admission.servicers.base import Backends, write
 from qm_admission.submission import Outcome, SubmissionPlanner
 from qm_admission.tokens import new_job_id
 from qm_admission.translate import dry_run_result, job_reply, parse
-from qm_admission.validation.command import check_command
 from qm_admission.waiting import Reads, WaitReasons, visible_ids
 from qm_admission.watch import WatchFilter
 from quartermaster import events as ev
@@ -69,9 +68,8 @@ class ServiceJobs(rpc.ServiceJobsServicer):
             job_id=new_job_id(),
             at=time.time(),
             max_keep_alive_seconds=self._b.settings.max_keep_alive_seconds,
+            require_command=self._b.settings.require_command,
         )
-        if self._b.settings.require_command:
-            check_command(request.service_request_payload)
         submitted = next(e for e in events if isinstance(e, ev.JobSubmitted))
         result = dry_run(state, submitted)
         reads = _reads()

@@ -8,7 +8,7 @@ fail on the host after the job waited its turn. Admission refuses it at once
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
 from qm_admission.errors import invalid
 from qm_admission.validation.payload import FIELD
@@ -16,10 +16,9 @@ from qm_admission.validation.payload import FIELD
 ENTRYPOINT_FIELD = f"{FIELD}.AlgorithmSpecification.ContainerEntrypoint"
 
 
-def check_command(payload_text: str) -> None:
-    """INVALID_ARGUMENT on the entrypoint field unless it names a program.
-    Call after the payload was parsed (it is a JSON object then)."""
-    doc = json.loads(payload_text)
+def check_command(doc: dict[str, Any]) -> None:
+    """INVALID_ARGUMENT on the entrypoint field unless it names a program; `doc` is the
+    parsed payload (`parse_payload`'s `document`)."""
     spec = doc.get("AlgorithmSpecification")
     entrypoint = spec.get("ContainerEntrypoint") if isinstance(spec, dict) else None
     if not (isinstance(entrypoint, list) and entrypoint and isinstance(entrypoint[0], str)):

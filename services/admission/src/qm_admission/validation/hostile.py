@@ -54,11 +54,66 @@ def check_text(field: str, value: str, part: str = "") -> None:
 def check_json(value: Any, at: str) -> None:
     """Every string and key storable, integers within int64, floats finite, nesting bounded.
 
-    A first walk builds no field paths (every submission's payload passes here); only
-    a value it finds wrong is walked again, with paths, to name the field.
+    A first walk builds no field paths; only a value it finds wrong is walked again,
+    with paths, to name the field.
     """
     if not _json_is_storable(value):
         _check_json_paths(value, at)
+
+
+def parse_json(text: str, at: str) -> Any:
+    """`json.loads(text)` (its ValueError and RecursionError as they are), then
+    `check_json`, which most documents skip: their numbers are checked as they are
+    parsed, and the text alone shows their strings and nesting to be fine (every
+    submission's payload passes here: the walk cost more than the parse)."""
+    try:
+        value = _CHECKING_NUMBERS.decode(text)
+    except _NeedsTheWalk:
+        value = json.loads(text)
+        check_json(value, at)
+        return value
+    if not _plain_text(text):
+        check_json(value, at)
+    return value
+
+
+def _plain_text(text: str) -> bool:
+    """True when no string of the parsed `text` can hold NUL or a lone surrogate (the
+    text holds neither, nor any \\u escape; ASCII has no surrogates) and the brackets,
+    all counted, are within the depth limit. Else the walk decides."""
+    return (
+        text.isascii()
+        and "\\u" not in text
+        and "\x00" not in text
+        and text.count("{") + text.count("[") <= MAX_JSON_DEPTH
+    )
+
+
+class _NeedsTheWalk(Exception):
+    """A number `check_json` refuses: the walk names where it is."""
+
+
+def _int64(literal: str) -> int:
+    value = int(literal)
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise _NeedsTheWalk
+    return value
+
+
+def _finite(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise _NeedsTheWalk
+    return value
+
+
+def _no_constant(literal: str) -> float:
+    raise _NeedsTheWalk  # NaN, Infinity, -Infinity
+
+
+_CHECKING_NUMBERS = json.JSONDecoder(
+    parse_int=_int64, parse_float=_finite, parse_constant=_no_constant
+)
 
 
 def _json_is_storable(value: Any) -> bool:

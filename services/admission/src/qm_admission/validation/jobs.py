@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from qm_admission.errors import failed_precondition, invalid
 from qm_admission.names import check_name
 from qm_admission.validation import common
+from qm_admission.validation.command import check_command
 from qm_admission.validation.payload import parse_payload
 from quartermaster import events as ev
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
@@ -45,8 +46,10 @@ def submit_job(
     job_id: str,
     at: float,
     max_keep_alive_seconds: int,
+    require_command: bool = False,
 ) -> list[ev.Event]:
-    """The `JobSubmitted` of a valid submission; `job_id` and `at` come from the caller."""
+    """The `JobSubmitted` of a valid submission; `job_id` and `at` come from the caller.
+    `require_command`: hosts run processes, so the job must say what to run."""
     name = check_name("job_name", request.job_name)
     queue = common.queue(state, "job_queue", request.job_queue)
     share = common.share(state, queue.name, "quota_share_name", request.quota_share_name)
@@ -73,6 +76,8 @@ def submit_job(
         raise failed_precondition("job_queue", f"job queue {queue.name!r} is DISABLED")
     if share.state is not ev.State.ENABLED:
         raise failed_precondition("quota_share_name", f"quota share {share.name!r} is DISABLED")
+    if require_command:
+        check_command(resources.document)
     return [
         ev.JobSubmitted(
             at=at,

@@ -7,13 +7,12 @@ document is known to be storable (`hostile.check_json`).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import msgspec
 
 from qm_admission.errors import invalid
-from qm_admission.validation.hostile import INT32_MAX, check_json
+from qm_admission.validation.hostile import INT32_MAX, parse_json
 from quartermaster.events import WarmPoolKey
 
 FIELD = "service_request_payload"
@@ -26,6 +25,7 @@ class TrainingResources(msgspec.Struct, frozen=True):
     keep_alive_seconds: int
     max_runtime_seconds: int | None
     warm_pool_key: WarmPoolKey
+    document: dict[str, Any]  # the whole payload, parsed (checks that need more of it)
 
 
 def parse_payload(text: str, max_keep_alive_seconds: int) -> TrainingResources:
@@ -35,14 +35,13 @@ def parse_payload(text: str, max_keep_alive_seconds: int) -> TrainingResources:
     if len(text.encode()) > MAX_PAYLOAD_BYTES:
         raise invalid(FIELD, f"is larger than {MAX_PAYLOAD_BYTES} bytes")
     try:
-        doc = json.loads(text)
+        doc = parse_json(text, FIELD)
     except ValueError as err:
         raise invalid(FIELD, f"is not valid JSON: {err}") from err
     except RecursionError as err:
         raise invalid(FIELD, "nests too deeply") from err
     if not isinstance(doc, dict):
         raise invalid(FIELD, "must be a JSON object")
-    check_json(doc, FIELD)
 
     resources = _object(doc, "ResourceConfig", FIELD, required=True)
     at = f"{FIELD}.ResourceConfig"
@@ -88,6 +87,7 @@ def parse_payload(text: str, max_keep_alive_seconds: int) -> TrainingResources:
         keep_alive_seconds=keep_alive or 0,
         max_runtime_seconds=max_runtime,
         warm_pool_key=key,
+        document=doc,
     )
 
 
