@@ -42,10 +42,14 @@ import time
 from pathlib import Path
 from queue import Queue
 
+import psutil
+
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.client import Quartermaster, TrainingQueue, training_job
 from quartermaster.client.connection import QuartermasterError
+from quartermaster_stack.node_process import NodeProcess
 from quartermaster_stack.settings import StackSettings
+from quartermaster_stack.stack import Stack
 from quartermaster_stack.thread import StackThread
 
 UNIT = "ml.g5.xlarge"
@@ -147,6 +151,7 @@ class Figures:
         self.rates: list[float] = []
         self.child_ms: list[float] = []
         self.own_ms: list[float] = []
+        self.agents_ms: list[float] = []  # node-agent processes (0 for agents in the stack)
         self.passes: list[float] = []  # scheduler passes per job
         self.transactions: list[float] = []  # projection transactions per job
 
@@ -160,7 +165,7 @@ async def _profiling(profile: cProfile.Profile, on: bool) -> None:
 
 
 def one_stack(
-    shared: bool,
+    kind: Kind,
     run: int,
     jobs: int,
     figures: Figures,
@@ -168,7 +173,9 @@ def one_stack(
     client_process: bool,
     watch_ends: bool = True,
 ) -> None:
-    """A fresh stack (one fold or one per service), a warm-up, then one timed run."""
+    """A fresh stack (one fold or one per service, agents in it or in processes of their
+    own), a warm-up, then one timed run."""
+    shared, agent_processes = kind
     with tempfile.TemporaryDirectory() as tmp:
         settings = StackSettings(
             data_dir=Path(tmp),
@@ -177,6 +184,7 @@ def one_stack(
             gpus_per_node=0,
             stop_grace_seconds=5,
             shared_fold=shared,
+            node_processes=agent_processes,
             projection_interval_seconds=0.02 if shared else 0.0,
         )
         with StackThread(settings) as stack:
@@ -191,7 +199,7 @@ def one_stack(
             warm_up = Quartermaster(stack.address, credentials_dir=stack.credentials_dir)
             run_once(warm_up, TrainingQueue("q", warm_up), -1, HOSTS * 2, watch_ends)
             warm_up.close()
-            child0, own0 = children_cpu(), own_cpu()
+            child0, own0, agents0 = children_cpu(), own_cpu(), agents_cpu(stack.stack)
             scheduler, projector = stack.stack.parts["scheduler"], stack.stack.parts["projector"]
             passes0, transactions0 = scheduler.passes, projector.transactions
             if profile is not None:
@@ -203,15 +211,19 @@ def one_stack(
             if profile is not None:
                 stack.run(_profiling(profile, False))
             figures.rates.append(jobs / seconds)
-            figures.child_ms.append((children_cpu() - child0) / jobs * 1e3)
+            agents1 = agents_cpu(stack.stack)
+            supervised = children_cpu() - child0 + agents1[1] - agents0[1]
+            figures.child_ms.append(supervised / jobs * 1e3)
             figures.own_ms.append((own_cpu() - own0) / jobs * 1e3)
+            figures.agents_ms.append((agents1[0] - agents0[0]) / jobs * 1e3)
             figures.passes.append((scheduler.passes - passes0) / jobs)
             figures.transactions.append((projector.transactions - transactions0) / jobs)
             print(
-                f"run {run} ({fold_name(shared)} fold): {jobs} jobs in {seconds:.1f} s"
+                f"run {run} ({kind_name(kind)}): {jobs} jobs in {seconds:.1f} s"
                 f" = {figures.rates[-1]:.1f} jobs/s;"
                 f" CPU per supervised attempt {figures.child_ms[-1]:.1f} ms;"
-                f" stack CPU per job {figures.own_ms[-1]:.1f} ms;"
+                f" stack CPU per job {figures.own_ms[-1]:.1f} ms"
+                f" (+ agent processes {figures.agents_ms[-1]:.1f} ms);"
                 f" per job: {figures.passes[-1]:.2f} passes,"
                 f" {figures.transactions[-1]:.2f} projection transactions",
                 flush=True,
@@ -219,8 +231,25 @@ def one_stack(
             client.close()
 
 
-def fold_name(shared: bool) -> str:
-    return "shared" if shared else "separate"
+Kind = tuple[bool, bool]  # (one shared fold, node agents in processes of their own)
+
+
+def kind_name(kind: Kind) -> str:
+    shared, agent_processes = kind
+    fold = "shared" if shared else "separate"
+    return f"{fold} fold, agents {'in processes' if agent_processes else 'in the stack'}"
+
+
+def agents_cpu(stack: Stack) -> tuple[float, float]:
+    """CPU of the node-agent processes (`--agents processes`), and of the children they
+    reaped (the jobs' wrappers and jobs); (0, 0) for agents in the stack's process."""
+    own = children = 0.0
+    for part in stack.parts.values():
+        if isinstance(part, NodeProcess):
+            times = psutil.Process(part.process.pid).cpu_times()
+            own += times.user + times.system
+            children += times.children_user + times.children_system
+    return own, children
 
 
 def main() -> None:
@@ -228,6 +257,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--folds", default="shared", help="shared, separate or both, in order")
+    parser.add_argument(
+        "--agents",
+        default="stack",
+        help="node agents in the stack's process, in processes of their own, or both"
+        " (stack,processes: alternated)",
+    )
     parser.add_argument("--profile", type=int, default=0, help="print the top N of the loop")
     parser.add_argument("--client", choices=("process", "thread"), default="process")
     parser.add_argument(
@@ -237,33 +272,38 @@ def main() -> None:
         help="the client's watch streams only ends (SUCCEEDED, FAILED) or every change",
     )
     args = parser.parse_args()
-    kinds = [kind.strip() == "shared" for kind in args.folds.split(",")]
-    figures = {shared: Figures() for shared in kinds}
-    profiles = {shared: cProfile.Profile() for shared in kinds} if args.profile else {}
+    kinds = [
+        (fold.strip() == "shared", agents.strip() == "processes")
+        for fold in args.folds.split(",")
+        for agents in args.agents.split(",")
+    ]
+    figures = {kind: Figures() for kind in kinds}
+    profiles = {kind: cProfile.Profile() for kind in kinds} if args.profile else {}
     for run in range(args.runs):
-        for shared in kinds:
+        for kind in kinds:
             one_stack(
-                shared,
+                kind,
                 run,
                 args.jobs,
-                figures[shared],
-                profiles.get(shared),
+                figures[kind],
+                profiles.get(kind),
                 args.client == "process",
                 args.watch == "ends",
             )
-    for shared in kinds:
-        f = figures[shared]
+    for kind in kinds:
+        f = figures[kind]
         print(
             f"{args.jobs} x `true` on {HOSTS} hosts, {args.runs} runs,"
-            f" {fold_name(shared)} fold, client in a {args.client}, watching {args.watch}:"
+            f" {kind_name(kind)}, client in a {args.client}, watching {args.watch}:"
         )
         print(f"  jobs/s                       {summary(f.rates, '.1f')}")
         print(f"  CPU per supervised attempt   {summary(f.child_ms, '.1f')} ms")
         print(f"  stack CPU per job (in-proc)  {summary(f.own_ms, '.1f')} ms")
+        print(f"  agent processes CPU per job  {summary(f.agents_ms, '.1f')} ms")
         print(f"  scheduler passes per job     {summary(f.passes, '.2f')}")
         print(f"  projection transactions/job  {summary(f.transactions, '.2f')}")
-    for shared, profile in profiles.items():
-        print(f"stack loop profile, {fold_name(shared)} fold (own time, share of the total):")
+    for kind, profile in profiles.items():
+        print(f"stack loop profile, {kind_name(kind)} (own time, share of the total):")
         print(top_functions(profile, args.profile))
 
 

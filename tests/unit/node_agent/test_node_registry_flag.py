@@ -1,4 +1,5 @@
-"""`qm up --registry`: the docker runtime's agents pull cold-start images from it."""
+"""`qm up` flags that reach its node agents: `--registry` (the docker runtime pulls
+cold-start images from it) and `--node-processes`."""
 
 from __future__ import annotations
 
@@ -28,3 +29,8 @@ def test_a_node_agent_reads_its_registry_from_the_environment() -> None:
     }
     assert NodeSettings.from_env(env).registry == "127.0.0.1:5000"
     assert NodeSettings.from_env({**env, "QM_NODE_REGISTRY": ""}).registry == ""
+
+
+def test_qm_up_runs_agents_in_processes_of_their_own_when_asked() -> None:
+    assert settings_from(parsed()).node_processes is False
+    assert settings_from(parsed("--node-processes")).node_processes is True

@@ -8,6 +8,7 @@ import pytest
 
 from qm_node_agent import NodeSettings, RuntimeKind
 from qm_node_agent.errors import SettingsError
+from quartermaster.bus.access import NatsCredentials
 
 REQUIRED = {
     "QM_NODE_HOST_ID": "gpu-7",
@@ -75,3 +76,43 @@ def test_bad_values_are_refused_with_the_variable_named(
 ) -> None:
     with pytest.raises(SettingsError, match=complaint):
         NodeSettings.from_env({**REQUIRED, **changes})
+
+
+def test_settings_written_as_variables_read_back_the_same() -> None:
+    """`to_env` (how `qm up --node-processes` configures each agent) loses nothing."""
+    settings = NodeSettings(
+        host_id="gpu-7",
+        instance_type="ml.p5.48xlarge",
+        data_dir=Path("/var/lib/qm-node"),
+        nats_url="tls://a:4222,tls://b:4222",
+        gpu_count=8,
+        service_environment="research",
+        address="10.0.0.7",
+        runtime=RuntimeKind.DOCKER,
+        stream="S",
+        subject_prefix="p",
+        heartbeat_seconds=1.5,
+        stop_grace_seconds=7.0,
+        docker_binary="/usr/bin/docker",
+        registry="127.0.0.1:5000",
+        nvidia_smi="/opt/nvidia-smi",
+        job_path="/usr/bin",
+        nats_credentials=NatsCredentials(
+            user="node-gpu-7", password="pw", tls_ca="/ca", tls_cert="/c", tls_key="/k"
+        ),
+        stream_replicas=3,
+        log_cap_bytes=1024,
+        log_retention_seconds=60.0,
+        metrics_port=9100,
+        metrics_host="0.0.0.0",
+        read_whole_log=True,
+        lifeline_fd=5,
+    )
+    assert NodeSettings.from_env(settings.to_env()) == settings
+    defaults = NodeSettings(host_id="h", instance_type="t", data_dir=Path("/d"), address="a")
+    assert NodeSettings.from_env(defaults.to_env()) == defaults
+
+
+def test_a_lifeline_that_is_not_a_descriptor_is_refused() -> None:
+    with pytest.raises(SettingsError, match="QM_NODE_LIFELINE_FD"):
+        NodeSettings.from_env({**REQUIRED, "QM_NODE_LIFELINE_FD": "stdin"})

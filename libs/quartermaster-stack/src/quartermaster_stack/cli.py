@@ -30,6 +30,7 @@ def settings_from(args: argparse.Namespace, **overrides: object) -> StackSetting
     fields: dict[str, object] = {
         "data_dir": Path(args.data_dir),
         "nodes": args.nodes,
+        "node_processes": args.node_processes,
         "instance_type": args.instance_type,
         "runtime": args.runtime,
         "job_path": args.job_path,
@@ -137,6 +138,11 @@ def _quiet_tls_close(record: logging.LogRecord) -> bool:
 def _stack_flags(p: argparse.ArgumentParser) -> None:
     d = StackSettings()
     p.add_argument("--nodes", type=int, default=d.nodes, help="node agents (emulated GPU hosts)")
+    p.add_argument(
+        "--node-processes",
+        action="store_true",
+        help="run each node agent in a process of its own, as on a host of its own",
+    )
     p.add_argument("--instance-type", default=d.instance_type, help="instance type of every host")
     p.add_argument(
         "--runtime",

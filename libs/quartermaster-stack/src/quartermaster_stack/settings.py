@@ -38,6 +38,9 @@ class StackSettings(msgspec.Struct, frozen=True, kw_only=True):
     # One fold of the log for the scheduler, warm pool, admission and projector of the
     # process (False: each folds it on its own, as when run apart; benchmarks compare).
     shared_fold: bool = True
+    # Each node agent in a process of its own, as on hosts of their own (False: all in
+    # this process, on its loop, reading a share of its fold).
+    node_processes: bool = False
     # Under load, at most one projection transaction this often (0: one per message run).
     projection_interval_seconds: float = 0.02
     # Prometheus /metrics of every service in the process (None: off; 0: any free port).

@@ -13,6 +13,10 @@ listeners and connection, one reader and one decode of every message); so do
 the node agents, which then read no host feed. The
 fold outlives the restart of any part; the projector keeps its own state, so
 its tables still move only with its committed position.
+
+With `settings.node_processes` (`qm up --node-processes`) each node agent runs as
+`python -m qm_node_agent` in a process of its own instead (`node_process.py`), as
+on hosts of their own: it reads its host feed, which the scheduler then relays.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -65,6 +70,7 @@ from quartermaster.metrics import (
 )
 from quartermaster.store import Projector, ReadModel
 from quartermaster.telemetry import logs
+from quartermaster_stack.node_process import NodeProcess
 from quartermaster_stack.settings import StackSettings
 
 log = logging.getLogger("qm.stack")
@@ -363,7 +369,8 @@ class Stack:
             lease_ttl_seconds=3.0,
             lease_renew_seconds=1.0,  # the one scheduler: no standby waits to take over
             heartbeat_timeout_seconds=self.settings.heartbeat_timeout_seconds,
-            relay_host_feeds=self.fold is None,  # agents on a share of the fold read no feed
+            # agents on a share of the fold read no feed; agents in processes of their own do
+            relay_host_feeds=self.fold is None or self.settings.node_processes,
             **self._bus_fields("scheduler"),
         )
         event_log = await self._connect("scheduler")
@@ -423,9 +430,9 @@ class Stack:
 
         return stop
 
-    async def _agent(self, host: str) -> Stopper:
+    def _node_settings(self, host: str) -> NodeSettings:
         s = self.settings
-        settings = NodeSettings(
+        return NodeSettings(
             host_id=host,
             instance_type=s.instance_type,
             data_dir=self.node_data_dir(host),
@@ -440,6 +447,11 @@ class Stack:
             stop_grace_seconds=s.stop_grace_seconds,
             nats_credentials=self.nats_credentials(host),
         )
+
+    async def _agent(self, host: str) -> Stopper:
+        settings = self._node_settings(host)
+        if self.settings.node_processes:
+            return await self._agent_process(host, settings)
         event_log = await self._connect(host)
         # On a share of the fold, not its host feed: no relay hop before a launch.
         shared = None if self.fold is None else self.fold.share()
@@ -447,6 +459,23 @@ class Stack:
         self.parts[host] = agent
         self._positions[host] = lambda: agent.log_position
         return self._task(host, agent.run(), event_log, before=agent.stop)
+
+    async def _agent_process(self, host: str, settings: NodeSettings) -> Stopper:
+        """`python -m qm_node_agent` for `host`, as on a host of its own: its own loop,
+        connection and host feed (the scheduler relays it), settings by environment."""
+        since = time.time()
+
+        def registered() -> bool:  # by this process: a heartbeat since it started
+            known = None if self.fold is None else self.fold.state.hosts.get(host)
+            if known is None:
+                scheduler = self.parts.get("scheduler")
+                follower = None if scheduler is None else scheduler.follower
+                known = None if follower is None else follower.state.hosts.get(host)
+            return known is not None and known.last_heartbeat >= since
+
+        agent = NodeProcess.spawn(settings, registered)
+        self.parts[host] = agent
+        return lambda: agent.stop(self.settings.stop_grace_seconds + 10)
 
     def _share(self, event_log: JetStreamLog) -> LogFollower | None:
         """A share of the process's fold on `event_log` (None: no shared fold)."""

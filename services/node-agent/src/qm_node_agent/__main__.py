@@ -24,6 +24,14 @@ async def serve(settings: NodeSettings) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, agent.stop)
+    if settings.lifeline_fd is not None:
+        fd = settings.lifeline_fd
+
+        def orphaned() -> None:  # readable means EOF: whoever started us is gone
+            loop.remove_reader(fd)
+            agent.stop()
+
+        loop.add_reader(fd, orphaned)
     with serving(registry, settings.metrics_port, settings.metrics_host):
         await agent.run()
 

@@ -56,6 +56,9 @@ class NodeSettings:
     metrics_port: int = 0  # serve Prometheus /metrics here (0: off)
     metrics_host: str = "127.0.0.1"
     read_whole_log: bool = False  # fold the whole log, not the host feed (no scheduler relays)
+    # The read end of a pipe from the process that started this agent: at its EOF (that
+    # process is gone, however it ended) the agent stops. None: no such parent.
+    lifeline_fd: int | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> NodeSettings:
@@ -94,6 +97,9 @@ class NodeSettings:
             raise SettingsError(f"{PREFIX}GPU_COUNT={gpu_raw!r} is not an integer") from err
         if gpu_count is not None and gpu_count < 0:
             raise SettingsError(f"{PREFIX}GPU_COUNT must not be negative")
+        lifeline_raw = get("LIFELINE_FD")
+        if lifeline_raw is not None and not lifeline_raw.isdigit():
+            raise SettingsError(f"{PREFIX}LIFELINE_FD={lifeline_raw!r} is not a file descriptor")
         runtime_raw = get("RUNTIME") or RuntimeKind.PROCESS.value
         try:
             runtime = RuntimeKind(runtime_raw)
@@ -127,4 +133,43 @@ class NodeSettings:
             metrics_port=port("METRICS_PORT"),
             metrics_host=get("METRICS_HOST") or "127.0.0.1",
             read_whole_log=(get("READ_WHOLE_LOG") or "").lower() in {"1", "true", "yes"},
+            lifeline_fd=None if lifeline_raw is None else int(lifeline_raw),
         )
+
+    def to_env(self) -> dict[str, str]:
+        """The `QM_NODE_*` variables that `from_env` reads back as these settings: how a
+        process that starts agents (`qm up --node-processes`) hands each one its own."""
+        creds = self.nats_credentials
+        values: dict[str, object] = {
+            "HOST_ID": self.host_id,
+            "INSTANCE_TYPE": self.instance_type,
+            "DATA_DIR": self.data_dir,
+            "NATS_URL": self.nats_url,
+            "GPU_COUNT": self.gpu_count,
+            "SERVICE_ENVIRONMENT": self.service_environment,
+            "ADDRESS": self.address,
+            "RUNTIME": self.runtime.value,
+            "STREAM": self.stream,
+            "SUBJECT_PREFIX": self.subject_prefix,
+            "HEARTBEAT_SECONDS": self.heartbeat_seconds,
+            "STOP_GRACE_SECONDS": self.stop_grace_seconds,
+            "DOCKER_BINARY": self.docker_binary,
+            "REGISTRY": self.registry,
+            "NVIDIA_SMI": self.nvidia_smi,
+            "JOB_PATH": self.job_path,
+            "NATS_USER": creds.user,
+            "NATS_PASSWORD": creds.password,
+            "NATS_CREDS_FILE": creds.creds_file,
+            "NATS_TLS_CA": creds.tls_ca,
+            "NATS_TLS_CERT": creds.tls_cert,
+            "NATS_TLS_KEY": creds.tls_key,
+            "STREAM_REPLICAS": self.stream_replicas,
+            "LOG_CAP_BYTES": self.log_cap_bytes,
+            "LOG_RETENTION_SECONDS": self.log_retention_seconds,
+            "METRICS_PORT": self.metrics_port,
+            "METRICS_HOST": self.metrics_host,
+            "READ_WHOLE_LOG": "true" if self.read_whole_log else "",
+            "LIFELINE_FD": self.lifeline_fd,
+        }
+        # None and "" are what an unset variable reads as: left out
+        return {PREFIX + k: str(v) for k, v in values.items() if v is not None and v != ""}
