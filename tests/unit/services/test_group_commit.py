@@ -68,6 +68,12 @@ class GatedWriter:
         return Written(plan.result, len(self.groups), bool(plan.events))
 
 
+async def planned(writer: GatedWriter) -> None:
+    """Until the first append is planned (it is then in flight, held by the gate)."""
+    while not writer.groups:
+        await asyncio.sleep(0)
+
+
 def groups_of(writer: GatedWriter) -> SubmitGroups:
     planner = SubmissionPlanner(cast(ReadModelPort, None), max_keep_alive_seconds=3600)
     return SubmitGroups(cast(RequestWriter, writer), planner)
@@ -84,7 +90,7 @@ async def test_calls_queued_behind_an_append_share_the_next_envelope() -> None:
     writer = GatedWriter(world())
     groups = groups_of(writer)
     first = asyncio.create_task(as_caller(member("QS1"), groups, "first"))
-    await asyncio.sleep(0)
+    await planned(writer)
     # when: ten more calls arrive meanwhile, then the first append completes
     rest = [
         asyncio.create_task(as_caller(member("QS1" if i % 2 else "QS2"), groups, f"j{i}"))
@@ -105,7 +111,7 @@ async def test_each_call_in_a_group_records_its_own_principal() -> None:
     writer = GatedWriter(world())
     groups = groups_of(writer)
     first = asyncio.create_task(as_caller(member("QS1"), groups, "first"))
-    await asyncio.sleep(0)
+    await planned(writer)
     a = asyncio.create_task(as_caller(member("QS1"), groups, "a1", "a2"))
     b = asyncio.create_task(as_caller(member("QS2"), groups, "b1"))
     await asyncio.sleep(0)
@@ -127,7 +133,7 @@ async def test_a_refused_item_is_answered_to_its_call_only() -> None:
     writer = GatedWriter(world())
     groups = groups_of(writer)
     first = asyncio.create_task(as_caller(member("QS1"), groups, "first"))
-    await asyncio.sleep(0)
+    await planned(writer)
     good = asyncio.create_task(as_caller(member("QS1"), groups, "fine"))
     access.current.set(member("QS2"))
     bad = asyncio.create_task(
@@ -157,3 +163,24 @@ async def test_a_failed_append_fails_every_call_of_its_group() -> None:
         return_exceptions=True,
     )
     assert all(isinstance(r, TimeoutError) for r in results)
+
+
+async def test_calls_a_step_short_of_the_queue_join_the_group() -> None:
+    """A call that reaches `submit` one loop turn after the drain began (still in an
+    interceptor when the writer started to plan) joins the group being planned."""
+    # given: no append in flight
+    writer = GatedWriter(world())
+    writer.release.set()
+    groups = groups_of(writer)
+
+    async def one_step_behind() -> Written[Any]:
+        await asyncio.sleep(0)
+        return await as_caller(member("QS2"), groups, "second")
+
+    # when: one call is queued, and another is one turn from the queue
+    first = asyncio.create_task(as_caller(member("QS1"), groups, "first"))
+    second = asyncio.create_task(one_step_behind())
+    await asyncio.gather(first, second)
+    # then: one envelope holds both
+    assert [len(g) for g in writer.groups] == [2]
+    assert (groups.appends, groups.calls) == (1, 2)
