@@ -22,7 +22,7 @@ from node_agent_harness import Cluster, payload, wait_for_file
 from qm_node_agent import attempt
 from qm_node_agent.attempt import LOST_REASON, TIMEOUT_REASON
 from qm_node_agent.layout import Layout
-from qm_node_agent.records import AttemptStore
+from qm_node_agent.records import AttemptRecord, AttemptStore
 from quartermaster import events as ev
 from quartermaster.bus.liveness import LivenessWatch
 from quartermaster.core import HostStatus, JobStatus
@@ -276,6 +276,63 @@ async def test_a_record_that_cannot_be_flushed_undoes_the_start(
         await asyncio.sleep(1.5)
     assert not survived.exists()
     assert not cluster.reported("unflushed", ev.JobRunning)
+
+
+async def test_the_outcome_is_reported_while_it_is_saved(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The final report does not wait for the outcome's flush (the next job's dispatch
+    then does not either); the attempt is over for the agent once both are done."""
+    saved: list[float] = []
+    save = AttemptStore.save
+
+    def slow_save(store: AttemptStore, record: AttemptRecord) -> None:
+        if record.outcome is not None:
+            time.sleep(1.0)
+        save(store, record)
+        if record.outcome is not None:
+            saved.append(time.time())
+
+    monkeypatch.setattr(AttemptStore, "save", slow_save)
+    async with cluster.agent(cluster.settings()):
+        await cluster.until_host()
+        await cluster.run("quick", payload("true"))
+        await cluster.until_reported("quick", ev.JobSucceeded)
+        assert saved == []  # in the log while the save still sleeps
+        await cluster.until("saved", lambda: bool(saved))
+
+
+async def test_an_outcome_reported_but_not_saved_is_settled_after_a_restart(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The outcome's save fails after its report (as if the agent died between them):
+    the next agent adopts the record left without an outcome, finds the part ended by
+    its exit file, and settles it; what it reports changes nothing in the log. The job
+    succeeded once, in one attempt."""
+    save = AttemptStore.save
+
+    def failing_save(store: AttemptStore, record: AttemptRecord) -> None:
+        if record.outcome is not None:
+            time.sleep(0.3)
+            raise OSError(5, "Input/output error")
+        save(store, record)
+
+    settings = cluster.settings()
+    with monkeypatch.context() as patched:
+        patched.setattr(AttemptStore, "save", failing_save)
+        async with cluster.agent(settings):
+            await cluster.until_host()
+            await cluster.run("unsaved", payload("true"))
+            await cluster.until_status("unsaved", JobStatus.SUCCEEDED)
+    (left,) = AttemptStore(Layout(settings.data_dir)).load_all()
+    assert left.job_id == "unsaved" and left.outcome is None
+    before = len(cluster.reported("unsaved"))
+    async with cluster.agent(settings) as agent:
+        await cluster.until("settled", lambda: len(cluster.reported("unsaved")) > before)
+        await cluster.until("the attempt forgotten", lambda: not agent._records)
+    job = cluster.job("unsaved")
+    assert job.status is JobStatus.SUCCEEDED and len(job.attempts) == 1
+    assert job.attempts[-1].exit_code == 0
 
 
 async def test_preemption_sends_sigterm_to_the_job_and_confirms_the_stop(cluster: Cluster) -> None:

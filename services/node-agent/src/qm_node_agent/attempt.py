@@ -333,8 +333,19 @@ class AttemptRunner:
         return event.at
 
     async def _finish(self, outcome: Outcome) -> None:
-        await self._save(outcome=outcome)
-        await self._reporter.report(outcome, self.trace)
+        """Report the outcome while it is saved (each waits for the other to end).
+
+        The report does not wait for the save's flush: what the save guards is a report
+        that does not reach the log. A restart that finds the outcome saved appends it
+        again; one that does not finds the part ended through its exit file and reports
+        it again (the fold ignores a second report of an ended attempt), or, after a
+        host crash took the unflushed exit file too, reports it lost, which an attempt
+        already reported ended also ignores."""
+        saving = asyncio.ensure_future(self._save(outcome=outcome))
+        try:
+            await self._reporter.report(outcome, self.trace)
+        finally:
+            await saving
         self._log("reported %s", type(outcome).__name__)
 
     def _open_span(self, name: str, parent: str | None) -> None:
