@@ -17,7 +17,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from qm_node_agent.settings import NodeSettings
+from qm_node_agent.settings import PREFIX, NodeSettings
 
 
 class NodeProcess:
@@ -37,7 +37,10 @@ class NodeProcess:
     def spawn(cls, settings: NodeSettings, registered: Callable[[], bool]) -> NodeProcess:
         read_end, write_end = os.pipe()
         os.set_inheritable(read_end, True)
-        env = {**os.environ, **settings.to_env(), "QM_NODE_LIFELINE_FD": str(read_end)}
+        # Only these settings: a QM_NODE_* variable of the stack's own shell (a GPU count,
+        # say) must not fill in one that `to_env` leaves unset to mean "the default".
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith(PREFIX)}
+        env = {**inherited, **settings.to_env(), f"{PREFIX}LIFELINE_FD": str(read_end)}
         try:
             process = subprocess.Popen(
                 [sys.executable, "-m", "qm_node_agent"],
