@@ -1,6 +1,7 @@
 """A node agent in a process of its own (`qm up --node-processes`), as on a host of its own.
 
-The agent gets its settings by environment (`NodeSettings.to_env`) and a lifeline:
+The agent gets its settings by environment (`NodeSettings.to_env`), logs as the
+stack does (format and level), and gets a lifeline:
 the read end of a pipe whose write end only the stack holds, so an agent whose
 stack is gone (stopped, crashed, killed) stops too instead of running on beside
 the next `qm up`'s agent for the same host. Stopping leaves running jobs alone,
@@ -18,6 +19,7 @@ import sys
 from collections.abc import Callable
 
 from qm_node_agent.settings import PREFIX, NodeSettings
+from quartermaster.telemetry import logs
 
 
 class NodeProcess:
@@ -40,7 +42,14 @@ class NodeProcess:
         # Only these settings: a QM_NODE_* variable of the stack's own shell (a GPU count,
         # say) must not fill in one that `to_env` leaves unset to mean "the default".
         inherited = {k: v for k, v in os.environ.items() if not k.startswith(PREFIX)}
-        env = {**inherited, **settings.to_env(), f"{PREFIX}LIFELINE_FD": str(read_end)}
+        log_format, log_level = logs.current()  # its lines read like the stack's own
+        env = {
+            **inherited,
+            **settings.to_env(),
+            f"{PREFIX}LOG_FORMAT": log_format.value,
+            f"{PREFIX}LOG_LEVEL": log_level,
+            f"{PREFIX}LIFELINE_FD": str(read_end),
+        }
         try:
             process = subprocess.Popen(
                 [sys.executable, "-m", "qm_node_agent"],

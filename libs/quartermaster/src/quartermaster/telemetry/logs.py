@@ -95,6 +95,16 @@ def setup(
     return handler
 
 
+def current() -> tuple[LogFormat, str]:
+    """How this process logs now (`setup`'s format and the root level's name): what a
+    process it starts should log with, so that their lines read alike."""
+    root = logging.getLogger()
+    json_lines = any(isinstance(h.formatter, JsonFormatter) for h in root.handlers)
+    return (LogFormat.JSON if json_lines else LogFormat.TEXT), logging.getLevelName(
+        root.getEffectiveLevel()
+    )
+
+
 @contextlib.contextmanager
 def scope(service: str | None = None, host: str | None = None) -> Iterator[None]:
     """Lines logged in this block (and in tasks it starts) name this service and host."""
