@@ -37,8 +37,7 @@ class NodeProcess:
 
     @classmethod
     def spawn(cls, settings: NodeSettings, registered: Callable[[], bool]) -> NodeProcess:
-        read_end, write_end = os.pipe()
-        os.set_inheritable(read_end, True)
+        read_end, write_end = os.pipe()  # `pass_fds` makes the read end the child's
         # Only these settings: a QM_NODE_* variable of the stack's own shell (a GPU count,
         # say) must not fill in one that `to_env` leaves unset to mean "the default".
         inherited = {k: v for k, v in os.environ.items() if not k.startswith(PREFIX)}

@@ -465,7 +465,7 @@ class Stack:
         connection and host feed (the scheduler relays it), settings by environment."""
         since = time.time()
 
-        def registered() -> bool:  # by this process: a heartbeat since it started
+        def registered() -> bool:  # by this process: HostRegistered stamped since its spawn
             known = None if self.fold is None else self.fold.state.hosts.get(host)
             if known is None:
                 scheduler = self.parts.get("scheduler")

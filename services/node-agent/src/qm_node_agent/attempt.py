@@ -337,10 +337,10 @@ class AttemptRunner:
 
         The report does not wait for the save's flush: what the save guards is a report
         that does not reach the log. A restart that finds the outcome saved appends it
-        again; one that does not finds the part ended through its exit file and reports
-        it again (the fold ignores a second report of an ended attempt), or, after a
-        host crash took the unflushed exit file too, reports it lost, which an attempt
-        already reported ended also ignores."""
+        again; one that does not settles the ended part from its exit file, or, after a
+        host crash took the unflushed exit file too, reports it lost. Either report
+        changes nothing once the log holds the attempt's end (the fold ignores reports
+        of an ended attempt)."""
         saving = asyncio.ensure_future(self._save(outcome=outcome))
         try:
             await self._reporter.report(outcome, self.trace)
