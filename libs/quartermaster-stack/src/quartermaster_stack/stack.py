@@ -47,6 +47,7 @@ from qm_warmpool.settings import WarmPoolSettings
 from quartermaster.auth.local import SERVER_NAMES, LocalCredentials
 from quartermaster.bus import JetStreamLog
 from quartermaster.bus.access import NatsCredentials
+from quartermaster.core import State
 from quartermaster.embedded.nats_auth import (
     BusLayout,
     Role,
@@ -198,15 +199,7 @@ class Stack:
         if self.settings.metrics_port is None or self.metrics_server is not None:
             return
 
-        def state() -> Any:
-            scheduler = self.parts.get("scheduler")
-            return (
-                None
-                if scheduler is None or scheduler.follower is None
-                else scheduler.follower.state
-            )
-
-        self.registry.register(StateCollector(state))
+        self.registry.register(StateCollector(self._scheduler_state))
         self.registry.register(LogLagCollector(self._last_seq, self._applied))
         self.metrics_server = MetricsServer(
             self.registry, self.settings.metrics_port, self.settings.metrics_host
@@ -451,7 +444,7 @@ class Stack:
     async def _agent(self, host: str) -> Stopper:
         settings = self._node_settings(host)
         if self.settings.node_processes:
-            return await self._agent_process(host, settings)
+            return self._agent_process(host, settings)
         event_log = await self._connect(host)
         # On a share of the fold, not its host feed: no relay hop before a launch.
         shared = None if self.fold is None else self.fold.share()
@@ -460,22 +453,25 @@ class Stack:
         self._positions[host] = lambda: agent.log_position
         return self._task(host, agent.run(), event_log, before=agent.stop)
 
-    async def _agent_process(self, host: str, settings: NodeSettings) -> Stopper:
+    def _agent_process(self, host: str, settings: NodeSettings) -> Stopper:
         """`python -m qm_node_agent` for `host`, as on a host of its own: its own loop,
         connection and host feed (the scheduler relays it), settings by environment."""
         since = time.time()
 
         def registered() -> bool:  # by this process: HostRegistered stamped since its spawn
-            known = None if self.fold is None else self.fold.state.hosts.get(host)
-            if known is None:
-                scheduler = self.parts.get("scheduler")
-                follower = None if scheduler is None else scheduler.follower
-                known = None if follower is None else follower.state.hosts.get(host)
+            state = self._scheduler_state()
+            known = None if state is None else state.hosts.get(host)
             return known is not None and known.last_heartbeat >= since
 
         agent = NodeProcess.spawn(settings, registered)
         self.parts[host] = agent
         return lambda: agent.stop(self.settings.stop_grace_seconds + 10)
+
+    def _scheduler_state(self) -> State | None:
+        """The scheduler's folded state (the shared fold's, when there is one)."""
+        scheduler = self.parts.get("scheduler")
+        follower = None if scheduler is None else scheduler.follower
+        return None if follower is None else follower.state
 
     def _share(self, event_log: JetStreamLog) -> LogFollower | None:
         """A share of the process's fold on `event_log` (None: no shared fold)."""
