@@ -20,6 +20,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from quartermaster.bus.errors import BusError, PermanentBusError, TransientBusError
+from quartermaster.bus.inline import subscribe_inline
 
 WRONG_LAST_SEQUENCE = 10071  # JSStreamWrongLastSequenceErrF
 WRONG_LAST_MSG_ID = 10070  # JSStreamWrongLastMsgIDErrF
@@ -58,7 +59,8 @@ class AckInbox:
 
     async def start(self) -> None:
         if self._sub is None:
-            self._sub = await self._nc.subscribe(f"{self._prefix}.*", cb=self._on_reply)
+            # Acks resolve their futures in the read loop: no task hop per append.
+            self._sub = await subscribe_inline(self._nc, f"{self._prefix}.*", self._on_reply)
 
     async def stop(self) -> None:
         sub, self._sub = self._sub, None
@@ -81,7 +83,7 @@ class AckInbox:
         await self._nc.publish(subject, data, reply=f"{self._prefix}.{token}", headers=headers)
         return future
 
-    async def _on_reply(self, msg: Msg) -> None:
+    def _on_reply(self, msg: Msg) -> None:
         token = msg.subject.rsplit(".", 1)[1]
         waiting = self._waiting.get(token)
         if waiting is None:

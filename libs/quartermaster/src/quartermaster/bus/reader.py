@@ -32,6 +32,7 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
+from quartermaster.bus.inline import subscribe_inline
 from quartermaster.bus.translate import NATS_FAILURES, bus_error
 
 log = logging.getLogger(__name__)
@@ -174,9 +175,6 @@ class OrderedReader:
         generation = self._generation
         inbox = self._nc.new_inbox()
 
-        async def on_message(msg: Msg) -> None:
-            self._on_message(msg, generation)
-
         config = ConsumerConfig(
             deliver_subject=inbox,
             filter_subject=self._filter,
@@ -192,8 +190,10 @@ class OrderedReader:
             name=f"ordered_{secrets.token_hex(8)}" if self._named else None,
         )
         try:
-            self._sub = await self._nc.subscribe(
-                inbox, cb=on_message, pending_msgs_limit=-1, pending_bytes_limit=-1
+            # Deliveries join the buffer in the read loop (no task hop per message);
+            # unbounded there, since flow control bounds what the server sends.
+            self._sub = await subscribe_inline(
+                self._nc, inbox, lambda msg: self._on_message(msg, generation)
             )
             info = await self._js.add_consumer(self._stream, config=config)
         except NATS_FAILURES as err:
