@@ -184,3 +184,28 @@ async def test_calls_a_step_short_of_the_queue_join_the_group() -> None:
     # then: one envelope holds both
     assert [len(g) for g in writer.groups] == [2]
     assert (groups.appends, groups.calls) == (1, 2)
+
+
+async def test_a_cancelled_call_leaves_its_group_and_the_drainer_whole() -> None:
+    """A caller gone while its group's append is in flight (a client that hung up) is
+    cancelled alone: the group is still written, the other calls get their answers,
+    and the next call is served (the drainer did not die on the cancelled answer)."""
+    # given: a group of two calls planned behind a first append in flight
+    writer = GatedWriter(world())
+    groups = groups_of(writer)
+    first = asyncio.create_task(as_caller(member("QS1"), groups, "first"))
+    await planned(writer)
+    gone = asyncio.create_task(as_caller(member("QS1"), groups, "gone"))
+    stays = asyncio.create_task(as_caller(member("QS2"), groups, "stays"))
+    await asyncio.sleep(0)
+    # when: one of them is cancelled before the first append completes
+    gone.cancel()
+    writer.release.set()
+    answers = await asyncio.gather(first, stays)
+    # then
+    assert gone.cancelled()
+    assert [len(a.result) for a in answers] == [1, 1]
+    assert [len(g) for g in writer.groups] == [1, 2]  # the cancelled call's job went too
+    later = await as_caller(member("QS2"), groups, "later")
+    assert isinstance(later.result[0], pb.SubmitServiceJobResponse)
+    assert (groups.appends, groups.calls) == (3, 4)

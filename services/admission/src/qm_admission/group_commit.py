@@ -77,10 +77,12 @@ class SubmitGroups:
         self._queued.append(call)
         if self._drainer is None or self._drainer.done():
             self._drainer = asyncio.create_task(self._drain(), name="qm-submit-groups")
-        # A cancelled call (client gone) leaves its jobs to the group: they may be written,
-        # and nobody reads the answer (retrieved here so asyncio does not warn of it).
+        # A cancelled call (client gone) cancels its own answer only: its jobs stay in the
+        # group and may be written, the drainer skips an answer already done, and the
+        # callback retrieves an error nobody reads. No `shield`: it would cost a loop
+        # turn between the append's ack and every caller's answer.
         answer.add_done_callback(lambda done: done.cancelled() or done.exception())
-        return await asyncio.shield(answer)
+        return await answer
 
     async def _drain(self) -> None:
         while self._queued:
