@@ -78,11 +78,15 @@ class SubmitGroups:
         if self._drainer is None or self._drainer.done():
             self._drainer = asyncio.create_task(self._drain(), name="qm-submit-groups")
         # A cancelled call (client gone) cancels its own answer only: its jobs stay in the
-        # group and may be written, the drainer skips an answer already done, and the
-        # callback retrieves an error nobody reads. No `shield`: it would cost a loop
-        # turn between the append's ack and every caller's answer.
-        answer.add_done_callback(lambda done: done.cancelled() or done.exception())
-        return await answer
+        # group and may be written, and the drainer skips an answer already done. No
+        # `shield` and no done callback: each would cost a loop turn between the
+        # append's ack and every caller's answer.
+        try:
+            return await answer
+        except asyncio.CancelledError:
+            if answer.done() and not answer.cancelled():
+                answer.exception()  # cancelled as it was answered: asyncio would warn
+            raise
 
     async def _drain(self) -> None:
         while self._queued:

@@ -25,6 +25,7 @@ from quartermaster.bus.inline import subscribe_inline
 WRONG_LAST_SEQUENCE = 10071  # JSStreamWrongLastSequenceErrF
 WRONG_LAST_MSG_ID = 10070  # JSStreamWrongLastMsgIDErrF
 _WRONG_LAST_SEQ_TEXT = re.compile(r"wrong last sequence: (\d+)")
+SWEEP_AT = 1024  # waiting tokens before ended futures are swept out (at least)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,7 @@ class AckInbox:
         self._prefix = nc.new_inbox()
         self._tokens = itertools.count()
         self._waiting: dict[str, tuple[str, asyncio.Future[PubAck]]] = {}
+        self._sweep_at = SWEEP_AT
         self._sub: Subscription | None = None
 
     async def start(self) -> None:
@@ -78,14 +80,23 @@ class AckInbox:
         await self.start()
         token = str(next(self._tokens))
         future: asyncio.Future[PubAck] = asyncio.get_running_loop().create_future()
+        # A reply takes its token out; futures that end without one (a timeout, a
+        # cancelled batch) are swept out now and then, not by a done callback each: a
+        # callback is one more loop turn per append.
+        if len(self._waiting) >= self._sweep_at:
+            self._sweep()
         self._waiting[token] = (subject, future)
-        future.add_done_callback(lambda _: self._waiting.pop(token, None))
         await self._nc.publish(subject, data, reply=f"{self._prefix}.{token}", headers=headers)
         return future
 
+    def _sweep(self) -> None:
+        """Drop the tokens of futures that ended without a reply."""
+        self._waiting = {t: w for t, w in self._waiting.items() if not w[1].done()}
+        self._sweep_at = max(SWEEP_AT, 2 * len(self._waiting))
+
     def _on_reply(self, msg: Msg) -> None:
         token = msg.subject.rsplit(".", 1)[1]
-        waiting = self._waiting.get(token)
+        waiting = self._waiting.pop(token, None)
         if waiting is None:
             return
         subject, future = waiting
