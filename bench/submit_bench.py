@@ -4,6 +4,9 @@ Prints, each over several rounds (min/median/max), for each set of parts (`--par
 - a no-op unary gRPC call (health Check on the same admission server, through the same
   TLS, token and interceptors) and durable SubmitServiceJob, sequential and 64 in
   flight, with the ratio submit / no-op;
+- the stack loop's callbacks per call of both (asyncio handles run: task steps, I/O
+  and timer callbacks), counted once after the timed rounds: a figure the machine's
+  load does not move;
 - a lone call's latency (1 in flight, p50 per round) of both, and the time the lone
   submit spent in group commit (queued, planned, appended, acked), which must hold no
   linger window;
@@ -39,6 +42,7 @@ import multiprocessing
 import os
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -330,8 +334,39 @@ async def measure(
                     figures.setdefault(name, []).append(statistics.median(values) * 1e3)
         bulk, _ = await caller.run(("bulk", 0, 5, f"{label}b{r}-"))
         figures.setdefault("bulk", []).append(bulk)
+    # Loop callbacks per call: how many turns of the stack's loop a call takes, a
+    # figure that the machine's load does not move (the timed rounds run uncounted).
+    for in_flight in (1, 64):
+        for kind in ("noop", "submit"):
+            with LoopCallbacks(stack) as counted:
+                await caller.run((kind, in_flight, calls, f"{label}h-{in_flight}-"))
+            figures[f"{kind} handles {in_flight}"] = [counted.count / calls]
     await caller.close()
     return figures
+
+
+class LoopCallbacks:
+    """Counts the callbacks (asyncio handles: task steps, I/O and timer callbacks) the
+    stack's loop runs while this is open."""
+
+    def __init__(self, stack: StackThread) -> None:
+        self._thread = stack.thread_id
+        self.count = 0
+
+    def __enter__(self) -> LoopCallbacks:
+        self._run = original = asyncio.events.Handle._run
+        thread, counter = self._thread, self
+
+        def counted(handle: asyncio.events.Handle) -> None:
+            if threading.get_ident() == thread:
+                counter.count += 1
+            original(handle)
+
+        asyncio.events.Handle._run = counted  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        asyncio.events.Handle._run = self._run  # type: ignore[method-assign]
 
 
 def report(label: str, figures: dict[str, list[float]], raw: list[float], size: int) -> None:
@@ -368,6 +403,14 @@ def report(label: str, figures: dict[str, list[float]], raw: list[float], size: 
     show("lone no-op call latency, p50", figures["noop latency"], "ms", ".2f")
     show("lone SubmitServiceJob latency, p50", figures["submit latency"], "ms", ".2f")
     show("  of it in group commit (append, ack), p50", figures["group commit latency"], "ms", ".2f")
+    for in_flight in (1, 64):
+        show(
+            f"stack loop callbacks per call, {in_flight} in flight: no-op",
+            figures[f"noop handles {in_flight}"],
+            "",
+            ".1f",
+        )
+        show("  SubmitServiceJob", figures[f"submit handles {in_flight}"], "", ".1f")
     show("SubmitServiceJobs, 1000 per call", figures["bulk"], "jobs/s")
     show(f"raw publish_async, {size}-byte messages", raw, "msg/s")
     ratio("  SubmitServiceJobs / raw publish_async", figures["bulk"], raw)

@@ -35,6 +35,11 @@ class StackThread:
         return self.stack.address
 
     @property
+    def thread_id(self) -> int | None:
+        """The identifier of the thread the stack's loop runs on (None before start)."""
+        return self._thread.ident
+
+    @property
     def credentials_dir(self) -> Path | None:
         """Where this stack keeps `ca.pem` and `admin.token` (None: insecure)."""
         return self.stack.credentials_dir
