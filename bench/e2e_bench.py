@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import grpc
+from loop_callbacks import LoopCallbacks
 
 from qm_node_agent.agent import NodeAgent
 from quartermaster import events as ev
@@ -293,11 +294,14 @@ def main() -> None:
 
             hops = Hops(stack)
             medians: list[float] = []
+            callbacks: list[float] = []
             for run in range(args.runs):
-                if args.client == "process":
-                    timed = in_a_process(stack.address, stack.credentials_dir, run, rounds)
-                else:
-                    timed = latency_run(stack.address, stack.credentials_dir, run, rounds)
+                with LoopCallbacks(stack) as counted:  # the warm-up job counts too
+                    if args.client == "process":
+                        timed = in_a_process(stack.address, stack.credentials_dir, run, rounds)
+                    else:
+                        timed = latency_run(stack.address, stack.credentials_dir, run, rounds)
+                callbacks.append(counted.count / (rounds + 1))
                 for t in timed:
                     hops.call(t.name, t.call)
                     hops.submitted(t.name, t.job_id, t.returned)
@@ -313,6 +317,11 @@ def main() -> None:
             print(
                 f"submit->RUNNING p50 over {args.runs} runs: min {min(medians):.1f}"
                 f"  median {statistics.median(medians):.1f}  max {max(medians):.1f} ms"
+            )
+            print(
+                f"stack loop callbacks per job (submit to SUCCEEDED, retire): min"
+                f" {min(callbacks):.0f}  median {statistics.median(callbacks):.0f}"
+                f"  max {max(callbacks):.0f}"
             )
             hops.print()
             if args.latency_only:

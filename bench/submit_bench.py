@@ -42,7 +42,6 @@ import multiprocessing
 import os
 import statistics
 import tempfile
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -51,6 +50,7 @@ from typing import Any
 import grpc
 import nats
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from loop_callbacks import LoopCallbacks
 
 from qm_admission.group_commit import SubmitGroups
 from quartermaster import events as ev
@@ -343,30 +343,6 @@ async def measure(
             figures[f"{kind} handles {in_flight}"] = [counted.count / calls]
     await caller.close()
     return figures
-
-
-class LoopCallbacks:
-    """Counts the callbacks (asyncio handles: task steps, I/O and timer callbacks) the
-    stack's loop runs while this is open."""
-
-    def __init__(self, stack: StackThread) -> None:
-        self._thread = stack.thread_id
-        self.count = 0
-
-    def __enter__(self) -> LoopCallbacks:
-        self._run = original = asyncio.events.Handle._run
-        thread, counter = self._thread, self
-
-        def counted(handle: asyncio.events.Handle) -> None:
-            if threading.get_ident() == thread:
-                counter.count += 1
-            original(handle)
-
-        asyncio.events.Handle._run = counted  # type: ignore[method-assign]
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        asyncio.events.Handle._run = self._run  # type: ignore[method-assign]
 
 
 def report(label: str, figures: dict[str, list[float]], raw: list[float], size: int) -> None:
