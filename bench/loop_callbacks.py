@@ -17,7 +17,10 @@ class LoopCallbacks:
     stack's loop runs while this is open."""
 
     def __init__(self, stack: StackThread) -> None:
-        self._thread = stack.thread_id
+        # An older revision's StackThread (measured through PYTHONPATH) has no thread_id.
+        self._thread = getattr(stack, "thread_id", None) or next(
+            t.ident for t in threading.enumerate() if t.name == "qm-stack"
+        )
         self.count = 0
 
     def __enter__(self) -> LoopCallbacks:
