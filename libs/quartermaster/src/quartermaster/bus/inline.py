@@ -5,8 +5,9 @@ subscription's own, through an `asyncio.Queue`: a loop turn between the socket
 read and the callback, and on a busy loop everything else that is ready runs in
 that turn first. Two hot paths have handlers that only note the message (a
 publish ack resolving its future, a log delivery joining the reader's buffer),
-so the turn is pure latency there: every append waits for an ack, and every
-fold waits for a delivery, three of each on a job's way from submit to RUNNING.
+so the turn carries nothing there: every append waits for an ack, and every
+fold waits for a delivery, three of each on a job's way from submit to RUNNING
+(docs/start-latency.md, fourth pass, counts the turns this saves).
 
 `subscribe_inline` gives the subscription a queue whose `put_nowait` (the one
 call nats-py makes for each message) runs the handler at once, in order, and
@@ -50,7 +51,7 @@ async def subscribe_inline(nc: NatsClient, subject: str, handler: Handler) -> Su
     """`nc.subscribe(subject)` whose messages go to `handler` in the read loop.
 
     Raises TypeError where the installed nats-py keeps a subscription's pending
-    messages otherwise (tests/unit/bus/test_inline_subscription.py says so first).
+    messages otherwise (tests/integration/test_inline_subscription.py fails first).
     """
     sub = await nc.subscribe(subject, pending_bytes_limit=-1)
     queued = getattr(sub, "_pending_queue", None)
