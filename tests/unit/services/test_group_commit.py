@@ -209,3 +209,87 @@ async def test_a_cancelled_call_leaves_its_group_and_the_drainer_whole() -> None
     later = await as_caller(member("QS2"), groups, "later")
     assert isinstance(later.result[0], pb.SubmitServiceJobResponse)
     assert (groups.appends, groups.calls) == (3, 4)
+
+
+# ---- lingering under load ----------------------------------------------------------
+
+LONG = 30.0  # a linger or gap no test may wait out: the guard below fails first
+GUARD = 10.0
+
+
+def lingering_groups(
+    writer: GatedWriter, *, linger: float, gap: float, max_jobs: int = 1000
+) -> SubmitGroups:
+    planner = SubmissionPlanner(cast(ReadModelPort, None), max_keep_alive_seconds=3600)
+    return SubmitGroups(
+        cast(RequestWriter, writer),
+        planner,
+        max_jobs=max_jobs,
+        linger_seconds=linger,
+        linger_gap_seconds=gap,
+    )
+
+
+async def test_a_lone_call_never_lingers() -> None:
+    # given: lingers and gaps far longer than the guard
+    writer = GatedWriter(world())
+    writer.release.set()
+    groups = lingering_groups(writer, linger=LONG, gap=LONG)
+    # when: lone calls, one after the other
+    for name in ("one", "two", "three"):
+        answer = await asyncio.wait_for(as_caller(member("QS1"), groups, name), GUARD)
+        # then: each is planned and answered at once, alone
+        assert isinstance(answer.result[0], pb.SubmitServiceJobResponse)
+    assert [len(g) for g in writer.groups] == [1, 1, 1]
+
+
+async def test_under_load_calls_that_keep_coming_join_until_the_envelope_is_full() -> None:
+    # given: an append in flight and two calls waiting behind it; envelopes of 4 jobs
+    writer = GatedWriter(world())
+    groups = lingering_groups(writer, linger=LONG, gap=LONG, max_jobs=4)
+    first = asyncio.create_task(as_caller(member("QS1"), groups, "first"))
+    await planned(writer)
+    waiting = [asyncio.create_task(as_caller(member("QS1"), groups, f"w{i}")) for i in range(2)]
+    await asyncio.sleep(0)
+    # when: the append completes (the planner lingers: calls wait behind the first),
+    # then two more calls come, a few turns apart
+    writer.release.set()
+    late = []
+    for i in range(2):
+        for _ in range(3):
+            await asyncio.sleep(0)
+        late.append(asyncio.create_task(as_caller(member("QS2"), groups, f"late{i}")))
+    await asyncio.wait_for(asyncio.gather(first, *waiting, *late), GUARD)
+    # then: the linger ended as soon as four jobs waited, and they went together
+    assert [len(g) for g in writer.groups] == [1, 4]
+
+
+async def test_under_load_a_gap_with_no_new_call_ends_the_linger() -> None:
+    # given: a long linger, a short gap
+    writer = GatedWriter(world())
+    groups = lingering_groups(writer, linger=LONG, gap=0.01)
+    first = asyncio.create_task(as_caller(member("QS1"), groups, "first"))
+    await planned(writer)
+    waiting = [asyncio.create_task(as_caller(member("QS2"), groups, f"w{i}")) for i in range(2)]
+    await asyncio.sleep(0)
+    # when: the append completes and no call comes after
+    writer.release.set()
+    answers = await asyncio.wait_for(asyncio.gather(first, *waiting), GUARD)
+    # then: the two waiting calls went together, after one gap, not the whole linger
+    assert [len(g) for g in writer.groups] == [1, 2]
+    assert [len(a.result) for a in answers] == [1, 1, 1]
+
+
+async def test_under_load_the_linger_has_a_limit_while_calls_keep_coming() -> None:
+    # given: a short linger, a long gap: only the limit can end the wait
+    writer = GatedWriter(world())
+    groups = lingering_groups(writer, linger=0.05, gap=LONG)
+    first = asyncio.create_task(as_caller(member("QS1"), groups, "first"))
+    await planned(writer)
+    waiting = [asyncio.create_task(as_caller(member("QS2"), groups, f"w{i}")) for i in range(2)]
+    await asyncio.sleep(0)
+    # when
+    writer.release.set()
+    await asyncio.wait_for(asyncio.gather(first, *waiting), GUARD)
+    # then
+    assert [len(g) for g in writer.groups] == [1, 2]

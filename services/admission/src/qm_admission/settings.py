@@ -36,6 +36,9 @@ class Settings(BusSettings, frozen=True, kw_only=True):
     require_command: bool = False
     read_timeout_seconds: float = 10.0
     shutdown_grace_seconds: float = 5.0
+    # Group commit under load: how long the next append may wait for more submits while
+    # they keep coming (`group_commit`; 0: never). A lone call never waits.
+    submit_linger_seconds: float = 0.005
     page_token_secret: str = ""  # HMAC key of page tokens; "" = random, this process only
     metrics_port: int = 0  # serve Prometheus /metrics here (0: off)
     metrics_host: str = "127.0.0.1"

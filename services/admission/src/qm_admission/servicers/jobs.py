@@ -38,7 +38,10 @@ class ServiceJobs(rpc.ServiceJobsServicer):
         )
         # A group's requests encode to about twice their protobuf size in the envelope.
         self.submit_groups = SubmitGroups(
-            backends.writer, self._planner, max_bytes=backends.writer.max_envelope_bytes // 4
+            backends.writer,
+            self._planner,
+            max_bytes=backends.writer.max_envelope_bytes // 4,
+            linger_seconds=backends.settings.submit_linger_seconds,
         )
         self._waiting = WaitReasons()
 
