@@ -20,6 +20,7 @@ import grpc
 import msgspec
 
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
+from quartermaster.client.bearer import BearerToken
 
 DEFAULT_DATA_DIR = ".qm-data"
 
@@ -69,10 +70,12 @@ class ClientCredentials(msgspec.Struct, frozen=True, kw_only=True):
         if self.insecure or not self.ca_pem:
             return grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
         tls = grpc.ssl_channel_credentials(root_certificates=self.ca_pem)
-        if self.token:
-            token = grpc.access_token_call_credentials(self.token)
-            tls = grpc.composite_channel_credentials(tls, token)
-        return grpc.secure_channel(address, tls, options=CHANNEL_OPTIONS)
+        channel = grpc.secure_channel(address, tls, options=CHANNEL_OPTIONS)
+        if not self.token:
+            return channel
+        # Not `access_token_call_credentials`: its plugin runs on a thread of its own
+        # for every call (`client.bearer`).
+        return grpc.intercept_channel(channel, BearerToken(self.token))
 
 
 def _truthy(value: str | None) -> bool:
