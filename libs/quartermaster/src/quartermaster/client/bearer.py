@@ -9,7 +9,7 @@ put on a TLS channel (`ClientCredentials.channel`), as call credentials would be
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import grpc
@@ -48,28 +48,13 @@ class BearerToken(
             getattr(details, "compression", None),
         )
 
-    def intercept_unary_unary(
+    def _intercept(
         self, continuation: Callable[..., Any], details: grpc.ClientCallDetails, request: Any
     ) -> Any:
+        """The request, or the iterator of requests of a client stream: passed on as is."""
         return continuation(self._with_token(details), request)
 
-    def intercept_unary_stream(
-        self, continuation: Callable[..., Any], details: grpc.ClientCallDetails, request: Any
-    ) -> Any:
-        return continuation(self._with_token(details), request)
-
-    def intercept_stream_unary(
-        self,
-        continuation: Callable[..., Any],
-        details: grpc.ClientCallDetails,
-        requests: Iterator[Any],
-    ) -> Any:
-        return continuation(self._with_token(details), requests)
-
-    def intercept_stream_stream(
-        self,
-        continuation: Callable[..., Any],
-        details: grpc.ClientCallDetails,
-        requests: Iterator[Any],
-    ) -> Any:
-        return continuation(self._with_token(details), requests)
+    intercept_unary_unary = _intercept
+    intercept_unary_stream = _intercept
+    intercept_stream_unary = _intercept
+    intercept_stream_stream = _intercept
