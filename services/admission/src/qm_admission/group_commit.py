@@ -18,7 +18,7 @@ waits while calls keep coming (a gap of `linger_gap_seconds` with none ends the
 wait), until the queue fills an envelope, for `linger_seconds` at most. Each
 append costs its fold, projection and pass whatever its size, so on a busy
 admission bigger groups make cheaper calls: with 64 calls in flight in `qm up`,
-groups went from 1.6 calls to about 7 and the CPU per call from 3.0 to 1.3 ms
+groups went from 1.6 calls to about 12 and the CPU per call from 3.0 to 1.3 ms
 (bench/submit_bench.py). Each call is
 answered only once the envelope holding its jobs is durable in the stream, with
 its own outcomes; client tokens, share scope and read-your-writes are those of the
@@ -68,7 +68,7 @@ class SubmitGroups:
         *,
         max_jobs: int = 1000,
         max_bytes: int = 256 * 1024,
-        linger_seconds: float = 0.005,
+        linger_seconds: float = 0.010,
         linger_gap_seconds: float = 0.001,
     ) -> None:
         self._writer = writer

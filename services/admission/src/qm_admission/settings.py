@@ -38,7 +38,7 @@ class Settings(BusSettings, frozen=True, kw_only=True):
     shutdown_grace_seconds: float = 5.0
     # Group commit under load: how long the next append may wait for more submits while
     # they keep coming (`group_commit`; 0: never). A lone call never waits.
-    submit_linger_seconds: float = 0.005
+    submit_linger_seconds: float = 0.010
     page_token_secret: str = ""  # HMAC key of page tokens; "" = random, this process only
     metrics_port: int = 0  # serve Prometheus /metrics here (0: off)
     metrics_host: str = "127.0.0.1"
