@@ -43,6 +43,7 @@ from quartermaster.bus import JetStreamLog, PermanentBusError
 from quartermaster.bus.access import NatsCredentials
 from quartermaster.bus.feed import feed_stream, feed_subject
 from quartermaster.bus.liveness import Beat, LivenessWatch, beat_subject, send_beat
+from quartermaster.cancelling import cancel_and_wait
 from quartermaster.core import JobStatus, State
 from quartermaster.embedded.errors import EmbeddedServerError
 from quartermaster.embedded.nats_auth import BusLayout, TlsFiles
@@ -410,9 +411,7 @@ async def task(coro: Any) -> AsyncIterator[asyncio.Task[None]]:
     try:
         yield running
     finally:
-        running.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await running
+        await cancel_and_wait(running)  # one cancel can be dropped (a 3.11 wait_for)
 
 
 async def test_each_service_does_its_whole_role_as_its_own_user(

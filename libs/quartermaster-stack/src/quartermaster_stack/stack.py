@@ -47,6 +47,7 @@ from qm_warmpool.settings import WarmPoolSettings
 from quartermaster.auth.local import SERVER_NAMES, LocalCredentials
 from quartermaster.bus import JetStreamLog
 from quartermaster.bus.access import NatsCredentials
+from quartermaster.cancelling import cancel_and_wait
 from quartermaster.core import State
 from quartermaster.embedded.nats_auth import (
     BusLayout,
@@ -349,9 +350,7 @@ class Stack:
                 before()
                 with contextlib.suppress(TimeoutError, asyncio.CancelledError, Exception):
                     await asyncio.wait_for(asyncio.shield(task), 5)
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await cancel_and_wait(task)  # again if a library wait dropped the cancel
             await event_log.close()
 
         return stop

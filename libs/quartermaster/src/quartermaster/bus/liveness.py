@@ -18,7 +18,6 @@ it too, to show each node's last heartbeat.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 
@@ -30,6 +29,7 @@ from nats.js.api import KeyValueConfig, StorageType
 
 from quartermaster.bus.reader import OrderedReader
 from quartermaster.bus.translate import NATS_FAILURES, bus_error
+from quartermaster.cancelling import cancel_and_wait
 from quartermaster.core.provenance import token
 
 log = logging.getLogger("qm.bus.liveness")
@@ -134,9 +134,7 @@ class LivenessWatch:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None
         await self._reader.stop()
 

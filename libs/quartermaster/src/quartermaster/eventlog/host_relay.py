@@ -22,6 +22,7 @@ from quartermaster.bus import BusError
 from quartermaster.bus.feed import feed_stream, feed_subject
 from quartermaster.bus.jetstream import MSG_ID
 from quartermaster.bus.translate import NATS_FAILURES, bus_error
+from quartermaster.cancelling import cancel_and_wait
 from quartermaster.eventlog.follower import LogFollower
 from quartermaster.eventlog.host_feed import encode_view, live_on, touched, view_of
 from quartermaster.events import AnyEvent
@@ -55,8 +56,7 @@ class HostRelay:
     async def stop(self) -> None:
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            await cancel_and_wait(task)
 
     def poke(self) -> None:
         """Look again now whether this instance publishes (its lease may have changed)."""
