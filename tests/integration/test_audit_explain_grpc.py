@@ -24,6 +24,7 @@ from quartermaster.api.qm.v1 import quartermaster_pb2_grpc as rpc
 from quartermaster.auth import Role, ShareRef, issue_token
 from quartermaster.auth.tokens import new_signing_key
 from quartermaster.bus import JetStreamLog
+from quartermaster.cancelling import cancel_and_wait
 from quartermaster.cli.main import main
 from quartermaster.eventlog import LogFollower
 from quartermaster.store import Projector, ReadModel
@@ -65,9 +66,7 @@ async def serving(settings: Settings, event_log: JetStreamLog, pool: Any) -> Asy
         yield port
     finally:
         await stop_server(server, 0)
-        while not projecting.done():  # again if a library wait swallowed the cancel
-            projecting.cancel()
-            await asyncio.wait({projecting}, timeout=1.0)
+        await cancel_and_wait(projecting, again_after=1.0)
         await follower.stop()
         await read_model.close()
 

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 
 from quartermaster.bus import JetStreamLog, TransientBusError
+from quartermaster.cancelling import cancel_and_wait
 from quartermaster.core import State, fold
 from quartermaster.core.snapshot import restore
 from quartermaster.eventlog.envelope import admitted
@@ -118,9 +119,8 @@ class LogFollower:
                 listeners.remove(listener)
         self._own.clear()
         task, self._task = self._task, None
-        while task is not None and not task.done():
-            task.cancel()  # again if a cancel was swallowed by a library wait
-            await asyncio.wait({task}, timeout=1.0)
+        if task is not None:
+            await cancel_and_wait(task, again_after=1.0)
         if task is not None and not task.cancelled() and task.exception() is not None:
             log.error("log follower ended with %r", task.exception())
 

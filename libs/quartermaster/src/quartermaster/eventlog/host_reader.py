@@ -20,6 +20,7 @@ import msgspec
 from quartermaster.bus import JetStreamLog, TransientBusError
 from quartermaster.bus.feed import feed_stream, feed_subject
 from quartermaster.bus.reader import OrderedReader
+from quartermaster.cancelling import cancel_and_wait
 from quartermaster.core import State
 from quartermaster.eventlog.host_feed import as_state, decode_view
 from quartermaster.events import AnyEvent
@@ -65,9 +66,8 @@ class HostFeedFollower:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        while task is not None and not task.done():
-            task.cancel()
-            await asyncio.wait({task}, timeout=1.0)
+        if task is not None:
+            await cancel_and_wait(task, again_after=1.0)
 
     async def catch_up(self, timeout: float | None = 10.0) -> int:
         """Return once the view the feed holds now (if any) is applied; returns `seq`."""
