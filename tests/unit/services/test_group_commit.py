@@ -74,9 +74,10 @@ async def planned(writer: GatedWriter) -> None:
         await asyncio.sleep(0)
 
 
-def groups_of(writer: GatedWriter) -> SubmitGroups:
+def groups_of(writer: GatedWriter, **limits: Any) -> SubmitGroups:
+    """`limits`: SubmitGroups' own (max_jobs, linger_seconds, ...); else its defaults."""
     planner = SubmissionPlanner(cast(ReadModelPort, None), max_keep_alive_seconds=3600)
-    return SubmitGroups(cast(RequestWriter, writer), planner)
+    return SubmitGroups(cast(RequestWriter, writer), planner, **limits)
 
 
 async def as_caller(principal: Principal, groups: SubmitGroups, *names: str) -> Written[Any]:
@@ -220,14 +221,7 @@ GUARD = 10.0
 def lingering_groups(
     writer: GatedWriter, *, linger: float, gap: float, max_jobs: int = 1000
 ) -> SubmitGroups:
-    planner = SubmissionPlanner(cast(ReadModelPort, None), max_keep_alive_seconds=3600)
-    return SubmitGroups(
-        cast(RequestWriter, writer),
-        planner,
-        max_jobs=max_jobs,
-        linger_seconds=linger,
-        linger_gap_seconds=gap,
-    )
+    return groups_of(writer, max_jobs=max_jobs, linger_seconds=linger, linger_gap_seconds=gap)
 
 
 async def test_a_lone_call_never_lingers() -> None:

@@ -121,8 +121,8 @@ class LogFollower:
         task, self._task = self._task, None
         if task is not None:
             await cancel_and_wait(task, again_after=1.0)
-        if task is not None and not task.cancelled() and task.exception() is not None:
-            log.error("log follower ended with %r", task.exception())
+            if not task.cancelled() and task.exception() is not None:
+                log.error("log follower ended with %r", task.exception())
 
     async def _run(self) -> None:
         while True:
