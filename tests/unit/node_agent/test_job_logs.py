@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from qm_node_agent import joblogs
@@ -151,3 +152,69 @@ def test_a_running_attempts_log_over_the_cap_frees_its_middle_and_reads_skip_it(
     k.keep(stem(), ended_at=1.0)
     whole = data + more
     assert read_all(k) == (whole[: cap // 4] + whole[-(cap - cap // 4) :], len(whole) - cap, True)
+
+
+def test_a_whole_kept_log_has_no_note_and_ended_when_its_modification_time_says(
+    tmp_path: Path,
+) -> None:
+    """No new file (inode) per attempt for the common case: the kept log says it all."""
+    k = keeper(tmp_path, retention=60.0)
+    write_live(k, b"done\n")
+    k.keep(stem(), ended_at=1000.5)
+    kept = k.layout.logs / f"{stem()}.log"
+    assert sorted(p.name for p in k.layout.logs.iterdir()) == [kept.name]
+    assert kept.stat().st_mtime == pytest.approx(1000.5)
+    assert read_all(k) == (b"done\n", 0, True)
+    assert k.prune(now=1060.0) == 0
+    assert k.prune(now=1061.0) == 1
+    assert list(k.layout.logs.iterdir()) == []
+
+
+def test_a_capped_keep_cut_short_leaves_the_whole_live_log_readable_and_is_redone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The note comes before the capped log's kept name: a crash in between leaves a note
+    and the live log, which reads whole; keeping again (at the agent's start) caps it."""
+    k = keeper(tmp_path, cap=1000)
+    data = b"".join(b"line %05d\n" % i for i in range(1000))
+    write_live(k, data)
+    real_replace = joblogs.os.replace
+
+    def crash_on_the_log(src: str, dst: str) -> None:
+        if str(dst).endswith(".log"):
+            raise OSError("crash")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(joblogs.os, "replace", crash_on_the_log)
+    with pytest.raises(OSError):
+        k.keep(stem(), ended_at=100.0)
+    assert read_all(k, max_bytes=100_000) == (data, 0, True)  # still the live file
+    monkeypatch.setattr(joblogs.os, "replace", real_replace)
+    k.keep_orphans(live_stems=set(), now=200.0)
+    out, skipped, _ = read_all(k)
+    assert (out, skipped) == (data[:250] + data[-750:], len(data) - 1000)
+
+
+def test_a_note_left_by_a_larger_log_does_not_cap_a_whole_one(tmp_path: Path) -> None:
+    k = keeper(tmp_path, cap=1000)
+    note = joblogs.KeptNote(size=5000, head=250, skipped=4000, ended_at=1.0)
+    (k.layout.logs / f"{stem()}.json").write_bytes(msgspec.json.encode(note))
+    write_live(k, b"short\n")
+    k.keep(stem(), ended_at=100.0)
+    assert read_all(k) == (b"short\n", 0, True)
+
+
+def test_where_the_time_cannot_be_set_a_whole_log_gets_a_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_utime(*_: object) -> None:
+        raise PermissionError("not here")
+
+    monkeypatch.setattr(joblogs.os, "utime", no_utime)
+    k = keeper(tmp_path, retention=60.0)
+    write_live(k, b"done\n")
+    k.keep(stem(), ended_at=100.0)
+    assert (k.layout.logs / f"{stem()}.json").exists()
+    assert read_all(k) == (b"done\n", 0, True)
+    assert k.prune(now=150.0) == 0
+    assert k.prune(now=161.0) == 1

@@ -6,7 +6,7 @@ DATA_DIR/jobs/<job>-<attempt>/              process runtime: the job's working d
 DATA_DIR/jobs/<job>-<attempt>.log           process runtime: stdout and stderr
 DATA_DIR/jobs/<job>-<attempt>.exit          process runtime: the wrapper's exit status
 DATA_DIR/logs/<job>-<attempt>.log           an ended attempt's output, kept (capped)
-DATA_DIR/logs/<job>-<attempt>.json          what of it was kept, and when it ended
+DATA_DIR/logs/<job>-<attempt>.json          a capped log: what of it was kept, and when it ended
 DATA_DIR/warmpool-cache/<chain>/            a warm pool chain's persistent cache
 DATA_DIR/spare/d<n>/, DATA_DIR/spare/f<n>    emptied folders and files kept for reuse (spares.py)
 """
