@@ -12,6 +12,7 @@ import asyncio
 from typing import Any, cast
 
 from qm_admission.group_commit import SubmitGroups
+from qm_admission.settings import Settings
 from qm_admission.submission import Outcome, SubmissionPlanner
 from qm_admission.writer import Plan, Planner, RequestWriter, Written
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
@@ -54,7 +55,9 @@ class NamingPlanner:
 
 def groups(writer: FoldingWriter) -> SubmitGroups:
     planner = cast(SubmissionPlanner, NamingPlanner(writer))
-    return SubmitGroups(cast(RequestWriter, writer), planner)
+    return SubmitGroups(
+        cast(RequestWriter, writer), planner, linger_seconds=Settings().submit_linger_seconds
+    )
 
 
 def name_of(written: Written[list[Outcome]]) -> str:

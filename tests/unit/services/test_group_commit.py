@@ -14,6 +14,7 @@ from qm_admission import access
 from qm_admission.errors import RequestRejected
 from qm_admission.group_commit import SubmitGroups
 from qm_admission.ports import ReadModelPort
+from qm_admission.settings import Settings
 from qm_admission.submission import SubmissionPlanner
 from qm_admission.writer import Plan, RequestWriter, Written
 from quartermaster import events as ev
@@ -75,8 +76,10 @@ async def planned(writer: GatedWriter) -> None:
 
 
 def groups_of(writer: GatedWriter, **limits: Any) -> SubmitGroups:
-    """`limits`: SubmitGroups' own (max_jobs, linger_seconds, ...); else its defaults."""
+    """`limits`: SubmitGroups' own (max_jobs, linger_seconds, ...); else the defaults
+    (the linger: admission's setting)."""
     planner = SubmissionPlanner(cast(ReadModelPort, None), max_keep_alive_seconds=3600)
+    limits.setdefault("linger_seconds", Settings().submit_linger_seconds)
     return SubmitGroups(cast(RequestWriter, writer), planner, **limits)
 
 

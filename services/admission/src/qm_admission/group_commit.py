@@ -68,7 +68,7 @@ class SubmitGroups:
         *,
         max_jobs: int = 1000,
         max_bytes: int = 256 * 1024,
-        linger_seconds: float = 0.010,
+        linger_seconds: float,  # `Settings.submit_linger_seconds`: its one default
         linger_gap_seconds: float = 0.001,
     ) -> None:
         self._writer = writer
