@@ -89,3 +89,39 @@ async def test_appends_and_reads_go_through_read_loop_hand_overs(
     assert [e.data for e in got] == [f"e{i}".encode() for i in range(5)]
     assert len(subs) == 3  # the acks, the reader, nats-py's request inbox
     assert tasked == [f"{bytes(nc._resp_sub_prefix).decode()}*"]
+
+
+class _Stalled(asyncio.Queue[asyncio.Future[None]]):
+    """A flush queue whose flusher is never woken: what is queued stays queued."""
+
+    def put_nowait(self, item: asyncio.Future[None]) -> None:
+        pass
+
+    async def put(self, item: asyncio.Future[None]) -> None:
+        pass
+
+
+async def test_appends_are_written_at_once_not_at_the_flushers_next_turn(
+    jetstream_log: JetStreamLog,
+) -> None:
+    """With nats-py's flusher never woken, single appends and a batch are still stored
+    and acked (`inline.write_now`); a publish left to the flusher is not."""
+    subject = f"{jetstream_log.prefix}.jobs"
+    nc = jetstream_log.nc
+    flush_queue = nc._flush_queue
+    nc._flush_queue = _Stalled()
+    try:
+        async with asyncio.timeout(10):
+            first = await jetstream_log.append(subject, b"one")
+            batch = await jetstream_log.append_batch(
+                [(subject, f"b{i}".encode(), None) for i in range(3)]
+            )
+        assert batch == [first + 1, first + 2, first + 3]
+        left = await jetstream_log._acks.publish(subject, b"queued", None, now=False)
+        await asyncio.sleep(0.3)
+        assert not left.done()  # still in nats-py's queue, for the flusher
+    finally:
+        nc._flush_queue = flush_queue
+    await nc.flush()
+    async with asyncio.timeout(10):
+        assert (await left).seq == first + 4

@@ -13,6 +13,11 @@ fold waits for a delivery, three of each on a job's way from submit to RUNNING
 call nats-py makes for each message) runs the handler at once, in order, and
 keeps nothing. The handler must be quick, must not block, and must not raise
 (what it raises is logged and dropped: the read loop must go on).
+
+`write_now` is the write side's counterpart: nats-py queues each publish for its
+flusher task, which writes at the loop's next turn, behind whatever else is ready
+then. An append waits for its ack, so that turn is part of every append's round
+trip; writing at once lets the server store and ack while the loop does the rest.
 """
 
 from __future__ import annotations
@@ -62,3 +67,21 @@ async def subscribe_inline(nc: NatsClient, subject: str, handler: Handler) -> Su
     while not queued.empty():  # came in before the hand-over (none in nats-py 2.x)
         sub._pending_queue.put_nowait(queued.get_nowait())
     return sub
+
+
+def write_now(nc: NatsClient) -> bool:
+    """Write what `nc` has queued to its socket now, not at the flusher's next turn;
+    False where there was nothing to write or it cannot be written here (not
+    connected, or a nats-py that keeps its queue otherwise: then its flusher writes
+    it, as before). Order is kept: the queue goes out whole, and the flusher, when it
+    runs, finds it empty."""
+    pending = getattr(nc, "_pending", None)
+    transport = getattr(nc, "_transport", None)
+    if not pending or transport is None or not hasattr(nc, "_pending_data_size"):
+        return False
+    if not nc.is_connected or nc.is_draining_pubs:
+        return False
+    transport.writelines(pending)
+    nc._pending = []
+    nc._pending_data_size = 0
+    return True

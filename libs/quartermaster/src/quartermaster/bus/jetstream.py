@@ -287,8 +287,9 @@ class JetStreamLog:
                 headers = _headers(msg_id, expected_last_msg_id=previous_id)
             previous_id = msg_id
             await window.acquire()
-            try:
-                future = await self._send(subject, data, headers)
+            try:  # written in one go with the last (or once the window is full)
+                last = index == len(items) - 1 or window.locked()
+                future = await self._send(subject, data, headers, now=last)
             except BusError:
                 window.release()
                 for sent in futures:
@@ -408,10 +409,10 @@ class JetStreamLog:
         await self.close()
 
     async def _send(
-        self, subject: str, data: bytes, headers: dict[str, str] | None
+        self, subject: str, data: bytes, headers: dict[str, str] | None, *, now: bool = True
     ) -> asyncio.Future[PubAck]:
         try:
-            return await self._acks.publish(subject, data, headers)
+            return await self._acks.publish(subject, data, headers, now=now)
         except NATS_FAILURES as err:
             raise bus_error(err, f"append to {subject}") from err
 

@@ -20,7 +20,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from quartermaster.bus.errors import BusError, PermanentBusError, TransientBusError
-from quartermaster.bus.inline import subscribe_inline
+from quartermaster.bus.inline import subscribe_inline, write_now
 
 WRONG_LAST_SEQUENCE = 10071  # JSStreamWrongLastSequenceErrF
 WRONG_LAST_MSG_ID = 10070  # JSStreamWrongLastMsgIDErrF
@@ -74,9 +74,13 @@ class AckInbox:
         self._waiting.clear()
 
     async def publish(
-        self, subject: str, data: bytes, headers: dict[str, str] | None
+        self, subject: str, data: bytes, headers: dict[str, str] | None, *, now: bool = True
     ) -> asyncio.Future[PubAck]:
-        """Send one message; the returned future resolves with its ack or a BusError."""
+        """Send one message; the returned future resolves with its ack or a BusError.
+
+        `now`: written to the socket at once (`inline.write_now`); False leaves it to
+        nats-py's flusher, which writes all that is queued in one go (a batch's
+        messages but its last)."""
         await self.start()
         token = str(next(self._tokens))
         future: asyncio.Future[PubAck] = asyncio.get_running_loop().create_future()
@@ -87,6 +91,8 @@ class AckInbox:
             self._sweep()
         self._waiting[token] = (subject, future)
         await self._nc.publish(subject, data, reply=f"{self._prefix}.{token}", headers=headers)
+        if now:
+            write_now(self._nc)
         return future
 
     def _sweep(self) -> None:
