@@ -241,6 +241,37 @@ def test_the_registry_serves_the_image_to_a_cold_engine(registry: str) -> None:
     assert size > LAYER_MB * 1_000_000
 
 
+async def _leave_warm(runtime: DockerRuntime, host: str, chain: str, folder: Path) -> None:
+    """Run a keep-warm job of `chain` on `runtime` to its end: its ready sandbox and
+    volume stay."""
+    spec = LaunchSpec(
+        job_id=chain,
+        attempt=1,
+        host=host,
+        chain_id=chain,
+        image=JOB_RUNNER_IMAGE,
+        entrypoint=("true",),
+        arguments=(),
+        environment={},
+        cache_dir=folder / "cache",
+        work_dir=folder / "work",
+        gpu_indexes=(),
+        keep_warm=True,
+    )
+    record = AttemptRecord(
+        job_id=chain,
+        attempt=1,
+        host=host,
+        runtime="docker",
+        chain_id=chain,
+        launched_at=time.time(),
+        container=f"qm-{chain}-{host}",
+    )
+    job = await runtime.launch(spec, record)
+    assert (await job.wait()).exit_code == 0
+    await job.remove()  # leaves the ready sandbox
+
+
 async def test_an_agent_frees_only_its_own_hosts_warm_resources(
     docker_engine: None, tmp_path: Path, ids: str
 ) -> None:
@@ -250,32 +281,7 @@ async def test_an_agent_frees_only_its_own_hosts_warm_resources(
         host: DockerRuntime(data_dir=tmp_path / host, host_id=host) for host in ("h1", "h2")
     }
     for host, runtime in runtimes.items():
-        spec = LaunchSpec(
-            job_id=chain,
-            attempt=1,
-            host=host,
-            chain_id=chain,
-            image=JOB_RUNNER_IMAGE,
-            entrypoint=("true",),
-            arguments=(),
-            environment={},
-            cache_dir=tmp_path / host / "cache",
-            work_dir=tmp_path / host / "work",
-            gpu_indexes=(),
-            keep_warm=True,
-        )
-        record = AttemptRecord(
-            job_id=chain,
-            attempt=1,
-            host=host,
-            runtime="docker",
-            chain_id=chain,
-            launched_at=time.time(),
-            container=f"qm-{chain}-{host}",
-        )
-        job = await runtime.launch(spec, record)
-        assert (await job.wait()).exit_code == 0
-        await job.remove()  # leaves the ready sandbox
+        await _leave_warm(runtime, host, chain, tmp_path / host)
     assert engine_has("container", f"qm-sandbox-h1-{chain}")
     assert engine_has("container", f"qm-sandbox-h2-{chain}")
 
@@ -288,3 +294,25 @@ async def test_an_agent_frees_only_its_own_hosts_warm_resources(
     await runtimes["h1"].release(set())
     assert not engine_has("container", f"qm-sandbox-h1-{chain}")
     assert not engine_has("volume", f"qm-vol-h1-{chain}")
+
+
+async def test_an_agent_leaves_another_deployments_host_of_the_same_name_alone(
+    docker_engine: None, tmp_path: Path, ids: str
+) -> None:
+    """Two stacks on one engine, each with a host `h1` (two `qm up`, two test stacks):
+    one agent's release frees its own chains only, not the other's warm pools."""
+    mine, theirs = f"{ids}-mine", f"{ids}-theirs"
+    agent = DockerRuntime(data_dir=tmp_path / "a", host_id="h1")
+    other = DockerRuntime(data_dir=tmp_path / "b", host_id="h1")
+    await _leave_warm(agent, "h1", mine, tmp_path / "a")
+    await _leave_warm(other, "h1", theirs, tmp_path / "b")
+
+    await agent.release(set())
+
+    assert not engine_has("container", f"qm-sandbox-h1-{mine}")
+    assert not engine_has("volume", f"qm-vol-h1-{mine}")
+    assert engine_has("container", f"qm-sandbox-h1-{theirs}")
+    assert engine_has("volume", f"qm-vol-h1-{theirs}")
+    await other.release(set())
+    assert not engine_has("container", f"qm-sandbox-h1-{theirs}")
+    assert not engine_has("volume", f"qm-vol-h1-{theirs}")

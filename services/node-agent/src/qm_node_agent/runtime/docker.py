@@ -361,7 +361,14 @@ class DockerRuntime:
                 log.warning("no ready sandbox for chain %s: %s", spec.chain_id, err.reason)
 
     async def release(self, keep: set[str]) -> None:
-        """Free the sandbox, volume and staged inputs of every chain not in `keep`."""
+        """Free the sandbox, volume and staged inputs of every chain not in `keep`.
+
+        Only this agent's chains: those with a folder in its data dir. The engine's
+        labels name the host, and two deployments on one engine can have the same
+        host ids (two `qm up` on one machine, two test stacks), so a label alone
+        would free the other's warm pools. The folder is removed after the chain's
+        engine resources; an agent that stops between a chain's new volume and its
+        folder leaves that volume behind."""
         self._kept = set(keep)
         listed = await self.docker(
             "ps",
@@ -386,7 +393,7 @@ class DockerRuntime:
             on_disk = {path.name for path in self._warm_root.iterdir()}
         else:
             on_disk = set()
-        for chain in sorted(chains - keep):
+        for chain in sorted(c for c in chains - keep if safe_name(c) in on_disk):
             async with self._locks[chain]:
                 if self._kept is not None and chain in self._kept:
                     continue
