@@ -73,33 +73,18 @@ class LogKeeper:
         head = size if size <= self.cap_bytes else self.cap_bytes // 4
         tail = 0 if size <= self.cap_bytes else self.cap_bytes - head
         if tail:
-            self._keep_capped(
-                live,
-                kept,
-                KeptNote(size=size, head=head, skipped=size - head - tail, ended_at=ended_at),
-                tail,
-            )
-            log.info("kept log %s: %d bytes over the cap dropped", stem, size - head - tail)
+            skipped = size - head - tail
+            note = KeptNote(size=size, head=head, skipped=skipped, ended_at=ended_at)
+            _write_note(note_path, note)  # before the capped log takes its kept name
+            _copy_parts(live, kept, ((0, head), (size - tail, tail)))
+            log.info("kept log %s: %d bytes over the cap dropped", stem, skipped)
         else:
             note_path.unlink(missing_ok=True)  # one left by a capped keep cut short
             if not _linked(live, kept):  # no hard links here: copied
-                tmp = kept.with_suffix(".tmp")
-                with open(live, "rb") as source, open(tmp, "wb") as target:
-                    _copy(source, target, size)
-                os.replace(tmp, kept)
+                _copy_parts(live, kept, ((0, size),))
             _mark_ended(kept, ended_at, note_path, size)
         live.unlink(missing_ok=True)
         self._hole(stem).unlink(missing_ok=True)
-
-    def _keep_capped(self, live: Path, kept: Path, note: KeptNote, tail: int) -> None:
-        """The head and the newest tail, under the kept name once its note is there."""
-        _write_note(kept.with_suffix(".json"), note)
-        tmp = kept.with_suffix(".tmp")
-        with open(live, "rb") as source, open(tmp, "wb") as target:
-            _copy(source, target, note.head)
-            source.seek(note.size - tail)
-            _copy(source, target, tail)
-        os.replace(tmp, kept)
 
     def trim_live(self, stem: str) -> int:
         """Free the blocks of a live file's middle over the cap; returns the bytes freed.
@@ -223,6 +208,16 @@ def _linked(live: Path, kept: Path) -> bool:
     except OSError:
         return False
     return True
+
+
+def _copy_parts(live: Path, kept: Path, parts: tuple[tuple[int, int], ...]) -> None:
+    """The (offset, count) parts of `live`, in order, under the name `kept` once written."""
+    tmp = kept.with_suffix(".tmp")
+    with open(live, "rb") as source, open(tmp, "wb") as target:
+        for offset, count in parts:
+            source.seek(offset)
+            _copy(source, target, count)
+    os.replace(tmp, kept)
 
 
 def _copy(source: BinaryIO, target: BinaryIO, count: int) -> None:

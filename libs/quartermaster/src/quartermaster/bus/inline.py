@@ -69,19 +69,17 @@ async def subscribe_inline(nc: NatsClient, subject: str, handler: Handler) -> Su
     return sub
 
 
-def write_now(nc: NatsClient) -> bool:
-    """Write what `nc` has queued to its socket now, not at the flusher's next turn;
-    False where there was nothing to write or it cannot be written here (not
-    connected, or a nats-py that keeps its queue otherwise: then its flusher writes
-    it, as before). Order is kept: the queue goes out whole, and the flusher, when it
-    runs, finds it empty."""
+def write_now(nc: NatsClient) -> None:
+    """Write what `nc` has queued to its socket now, not at the flusher's next turn.
+    Nothing happens where it cannot be written here (not connected, or a nats-py
+    that keeps its queue otherwise): its flusher writes it then, as before. Order is
+    kept: the queue goes out whole, and the flusher, when it runs, finds it empty."""
     pending = getattr(nc, "_pending", None)
     transport = getattr(nc, "_transport", None)
     if not pending or transport is None or not hasattr(nc, "_pending_data_size"):
-        return False
+        return
     if not nc.is_connected or nc.is_draining_pubs:
-        return False
+        return
     transport.writelines(pending)
     nc._pending = []
     nc._pending_data_size = 0
-    return True
