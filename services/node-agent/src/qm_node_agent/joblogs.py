@@ -131,7 +131,7 @@ class LogKeeper:
             if suffix == "log" and f"{stem}.json" in names:
                 continue  # its note says when it ended
             kept, note_path = self._kept(stem)
-            note = self._note(kept, note_path)
+            note = _read_note(note_path) if suffix == "json" else _whole(kept)
             if note is not None and now - note.ended_at <= self.retention_s:
                 continue
             note_path.unlink(missing_ok=True)
@@ -186,17 +186,9 @@ class LogKeeper:
 
     @staticmethod
     def _note(kept: Path, note_path: Path) -> KeptNote | None:
-        """What of the attempt's output `kept` holds: its note's word, else all of it
-        (ended at its modification time); None when neither is there."""
-        note = _read_note(note_path)
-        if note is not None:
-            return note
-        try:
-            found = kept.stat()
-        except FileNotFoundError:
-            return None
-        size = found.st_size
-        return KeptNote(size=size, head=size, skipped=0, ended_at=found.st_mtime)
+        """What of the attempt's output `kept` holds: its note's word, else all of it;
+        None when neither is there."""
+        return _read_note(note_path) or _whole(kept)
 
 
 def _linked(live: Path, kept: Path) -> bool:
@@ -258,6 +250,16 @@ def _read_hole(path: Path) -> LiveHole | None:
         return msgspec.json.decode(path.read_bytes(), type=LiveHole)
     except (OSError, msgspec.DecodeError):
         return None
+
+
+def _whole(kept: Path) -> KeptNote | None:
+    """A kept log without a note: all of the output, ended at its modification time."""
+    try:
+        found = kept.stat()
+    except FileNotFoundError:
+        return None
+    size = found.st_size
+    return KeptNote(size=size, head=size, skipped=0, ended_at=found.st_mtime)
 
 
 def _mark_ended(kept: Path, ended_at: float, note_path: Path, size: int) -> None:
