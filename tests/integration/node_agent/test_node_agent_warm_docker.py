@@ -9,6 +9,7 @@ the pool ends, its sandbox, volume and staged inputs are freed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -316,3 +317,46 @@ async def test_an_agent_leaves_another_deployments_host_of_the_same_name_alone(
     await other.release(set())
     assert not engine_has("container", f"qm-sandbox-h1-{theirs}")
     assert not engine_has("volume", f"qm-vol-h1-{theirs}")
+
+
+async def test_an_older_release_does_not_free_what_a_newer_one_keeps(
+    docker_engine: None, tmp_path: Path, ids: str
+) -> None:
+    """The agent spawns a release on every change of what it keeps, so two can overlap:
+    one from before a warm pool was kept (keep nothing) and one after (keep it). The
+    older must not free the pool's chain, its folder included: without its folder, no
+    later release would free its sandbox and volume."""
+    chain = f"{ids}-overlap"
+    runtime = DockerRuntime(data_dir=tmp_path / "a", host_id="h1")
+    await _leave_warm(runtime, "h1", chain, tmp_path / "a")
+
+    await asyncio.gather(runtime.release(set()), runtime.release({chain}))
+
+    assert engine_has("container", f"qm-sandbox-h1-{chain}")
+    assert (tmp_path / "a" / "warm" / chain).is_dir()
+    await runtime.release(set())
+    assert not engine_has("container", f"qm-sandbox-h1-{chain}")
+    assert not engine_has("volume", f"qm-vol-h1-{chain}")
+
+
+async def test_a_volume_made_by_a_launch_cut_short_is_freed(
+    docker_engine: None, tmp_path: Path, ids: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent that stops right after making a chain's volume (before the job's
+    container): the chain's folder is already there, so the next release frees it."""
+    chain = f"{ids}-cut"
+    runtime = DockerRuntime(data_dir=tmp_path / "a", host_id="h1")
+    make_volume = DockerRuntime._ensure_volume
+
+    async def stop_after(self: DockerRuntime, spec: LaunchSpec, files: object) -> None:
+        await make_volume(self, spec, files)  # type: ignore[arg-type]
+        raise asyncio.CancelledError  # the agent stops here
+
+    monkeypatch.setattr(DockerRuntime, "_ensure_volume", stop_after)
+    with pytest.raises(asyncio.CancelledError):
+        await _leave_warm(runtime, "h1", chain, tmp_path / "a")
+    assert engine_has("volume", f"qm-vol-h1-{chain}")
+
+    await runtime.release(set())
+    assert not engine_has("volume", f"qm-vol-h1-{chain}")
+    assert not (tmp_path / "a" / "warm" / chain).exists()

@@ -203,8 +203,11 @@ class DockerRuntime:
         self._registry = registry
         self._host_id = host_id
         self._warm_root = (data_dir or Path(".")) / "warm"
+        # One lock per chain folder (`safe_name`): a launch, a sandbox's making and a
+        # release of the same folder never overlap.
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._kept: set[str] | None = None  # chains the agent keeps (None: not yet told)
+        self._releasing = asyncio.Lock()  # one release at a time, each by the newest keep
         # Chains whose job has exited but whose ready sandbox is not made yet.
         self._sandbox_due: dict[str, asyncio.Event] = {}
 
@@ -229,7 +232,7 @@ class DockerRuntime:
         if due is not None:  # bounded: a removal that never ends must not block the chain
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(due.wait(), SANDBOX_DUE_TIMEOUT_S)
-        async with self._locks[spec.chain_id]:
+        async with self._lock(spec.chain_id):
             return await self._launch(spec, record)
 
     async def _launch(self, spec: LaunchSpec, record: AttemptRecord) -> DockerJob:
@@ -240,6 +243,9 @@ class DockerRuntime:
         warm = sandbox_image == image
         if sandbox_image is not None and not warm:  # the pool kept another image
             await self.remove_container(files.sandbox)
+        # The folder first: it marks the chain as this agent's, so a release frees the
+        # volume made next even if the agent stops before the job starts.
+        await asyncio.to_thread(files.create)
         t0 = time.perf_counter()
         if not warm:
             await self._pull(image)
@@ -247,7 +253,6 @@ class DockerRuntime:
         if not warm:
             await self._ensure_volume(spec, files)
         t2 = time.perf_counter()
-        await asyncio.to_thread(files.create)
         staged = await asyncio.to_thread(stage_inputs, files, spec.inputs)
         t3 = time.perf_counter()
         command = list(spec.command)
@@ -350,7 +355,7 @@ class DockerRuntime:
     async def prepare_sandbox(self, spec: LaunchSpec, image: str) -> None:
         """Create the chain's next container now, while its pool waits for a matching job."""
         files = self._files(spec.chain_id)
-        async with self._locks[spec.chain_id]:
+        async with self._lock(spec.chain_id):
             if self._kept is not None and spec.chain_id not in self._kept:
                 return  # the pool ended already
             if await self._state_of(files.sandbox) is not None:
@@ -366,10 +371,16 @@ class DockerRuntime:
         Only this agent's chains: those with a folder in its data dir. The engine's
         labels name the host, and two deployments on one engine can have the same
         host ids (two `qm up` on one machine, two test stacks), so a label alone
-        would free the other's warm pools. The folder is removed after the chain's
-        engine resources; an agent that stops between a chain's new volume and its
-        folder leaves that volume behind."""
+        would free the other's warm pools. The agent calls this as a task on every
+        change of what it keeps, so calls overlap: they run one at a time, and each
+        chain and folder is checked against the newest `keep`, under its lock, just
+        before it is freed (an older call must not free what a newer one keeps, nor
+        a folder a launch is filling)."""
         self._kept = set(keep)
+        async with self._releasing:
+            await self._free_unkept()
+
+    async def _free_unkept(self) -> None:
         listed = await self.docker(
             "ps",
             "-a",
@@ -388,14 +399,13 @@ class DockerRuntime:
         )
         sandboxes = _named_chains(listed.out if listed.returncode == 0 else "")
         chains = set(sandboxes.values()) | set(_named_chains(volumes.out).values())
-        kept_dirs = {safe_name(chain) for chain in keep}
         if self._warm_root.exists():
             on_disk = {path.name for path in self._warm_root.iterdir()}
         else:
             on_disk = set()
-        for chain in sorted(c for c in chains - keep if safe_name(c) in on_disk):
-            async with self._locks[chain]:
-                if self._kept is not None and chain in self._kept:
+        for chain in sorted(c for c in chains if safe_name(c) in on_disk):
+            async with self._lock(chain):
+                if self._keeps(safe_name(chain)):
                     continue
                 files = self._files(chain)
                 log.info("freeing warm pool chain %s (sandbox, volume, inputs)", chain)
@@ -404,8 +414,16 @@ class DockerRuntime:
                         await self.remove_container(name)
                 await self.docker("volume", "rm", "-f", files.volume)
                 await asyncio.to_thread(shutil.rmtree, files.dir, True)
-        for leftover in sorted(on_disk - kept_dirs):
-            await asyncio.to_thread(shutil.rmtree, self._warm_root / leftover, True)
+        for folder in sorted(on_disk):  # folders no engine resource names any more
+            async with self._locks[folder]:
+                if not self._keeps(folder):
+                    await asyncio.to_thread(shutil.rmtree, self._warm_root / folder, True)
+
+    def _keeps(self, folder: str) -> bool:
+        return self._kept is None or folder in {safe_name(chain) for chain in self._kept}
+
+    def _lock(self, chain_id: str) -> asyncio.Lock:
+        return self._locks[safe_name(chain_id)]
 
     def _files(self, chain_id: str) -> ChainFiles:
         return ChainFiles(self._warm_root, chain_id, self._host_id)
