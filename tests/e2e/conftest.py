@@ -12,6 +12,7 @@ import pytest
 from quartermaster.client import Quartermaster
 from quartermaster.embedded.nats_server import EmbeddedNats
 from quartermaster.embedded.postgres import EmbeddedPostgres
+from quartermaster.testing.container_parts import remove_job_resources
 from quartermaster_stack.settings import StackSettings
 from quartermaster_stack.thread import StackThread
 
@@ -51,6 +52,9 @@ def make_stack(
     yield make
     for stack in started:
         stack.__exit__()
+        settings = stack.stack.settings
+        if settings.runtime == "docker":  # jobs outlive their agents: the test's end must not
+            remove_job_resources(settings.data_dir, settings.stream)
 
 
 def client_for(stack: StackThread) -> Quartermaster:

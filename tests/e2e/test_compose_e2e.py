@@ -31,6 +31,7 @@ from qm_warmpool.settings import WarmPoolSettings
 from quartermaster.auth.local import LocalCredentials
 from quartermaster.bus.access import BusSettings
 from quartermaster.client import Quartermaster
+from quartermaster.testing.container_parts import remove_job_resources
 
 COMPOSE_FILE = Path(__file__).parents[2] / "deploy" / "compose" / "compose.yaml"
 JOB_IMAGE = "quartermaster/job-runner:test"
@@ -149,26 +150,7 @@ def compose_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeS
         yield stack
     finally:
         stack.compose("down", "-v", "--timeout", "10", timeout=180)
-        remove_job_containers(f"SM_CURRENT_HOST={project}-")
-
-
-def remove_job_containers(env_prefix: str) -> None:
-    """Job containers the agents started (not compose's own): those on this stack's hosts."""
-    ids = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", "label=org.quartermaster.job-id"],
-        capture_output=True,
-        text=True,
-    ).stdout.split()
-    if not ids:
-        return
-    envs = subprocess.run(
-        ["docker", "inspect", "-f", "{{.Id}} {{json .Config.Env}}", *ids],
-        capture_output=True,
-        text=True,
-    ).stdout.splitlines()
-    ours = [line.split(" ", 1)[0] for line in envs if f'"{env_prefix}' in line]
-    if ours:
-        subprocess.run(["docker", "rm", "-f", *ours], capture_output=True)
+        remove_job_resources(root / "nodes", project)
 
 
 async def stream_replicas(urls: str) -> tuple[int, int]:

@@ -59,10 +59,10 @@ def docker_engine() -> None:
 
 @pytest.fixture
 def containers(docker_engine: None, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A job id prefix for this test; its containers are removed afterwards."""
+    """A job id prefix for this test; its containers and volumes are removed afterwards."""
     prefix = f"dk{abs(hash(request.node.nodeid)) % 10**8}"
     yield prefix
-    listed = _docker("ps", "-aq", "--filter", f"name=qm-{prefix}")
-    ids = listed.stdout.split()
-    if ids:
-        _docker("rm", "-f", *ids)
+    for kind, listing in (("container", ("ps", "-aq")), ("volume", ("volume", "ls", "-q"))):
+        ids = _docker(*listing, "--filter", f"name={prefix}").stdout.split()
+        if ids:
+            _docker(kind, "rm", "-f", *ids)

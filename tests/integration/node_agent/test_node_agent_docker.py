@@ -8,6 +8,7 @@ directory a container sees (jobs keep their hosts warm so it stays).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import time
@@ -18,6 +19,7 @@ from node_agent_harness import Cluster, payload, wait_for_file
 
 from qm_node_agent import NodeSettings, RuntimeKind
 from qm_node_agent.attempt import LOST_REASON
+from qm_node_agent.runtime.docker import DockerJob
 from quartermaster import events as ev
 from quartermaster.core import JobStatus
 
@@ -170,3 +172,27 @@ async def test_a_container_removed_while_the_agent_was_down_is_reported_lost(
         failed = await cluster.until_reported(job_id, ev.JobFailed)
     assert failed.failure_class is ev.FailureClass.INFRASTRUCTURE_ERROR
     assert failed.reason == LOST_REASON
+
+
+async def test_an_agent_stopping_as_a_job_ends_still_removes_its_container(
+    cluster: Cluster, containers: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The final report is out and the container's removal under way when the agent is
+    told to stop: the agent lets the removal finish. Cut there, an exited container
+    stayed on the engine until the agent's next start."""
+    job_id = f"{containers}-ends"
+    removing = asyncio.Event()
+    remove = DockerJob.remove
+
+    async def slow_remove(self: DockerJob) -> None:
+        removing.set()
+        await asyncio.sleep(0.5)  # the agent's stop comes now
+        await remove(self)
+
+    monkeypatch.setattr(DockerJob, "remove", slow_remove)
+    async with cluster.agent(docker_settings(cluster)):
+        await cluster.until_host()
+        await cluster.run(job_id, payload("exit 0"))
+        await cluster.until_reported(job_id, ev.JobSucceeded)
+        await asyncio.wait_for(removing.wait(), 15)
+    assert not container_names(containers)

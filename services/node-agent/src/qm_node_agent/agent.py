@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 AttemptKey = tuple[str, int]
 LIVE_LOG_TRIM_SECONDS = 5.0  # how often running attempts' logs are held to the cap
+REMOVALS_WAIT_S = 10.0  # the most a stopping agent waits for ended parts to be removed
 
 
 def make_runtime(settings: NodeSettings, spares: Spares) -> JobRuntime:
@@ -200,6 +201,7 @@ class NodeAgent:
                 finally:
                     self._stopping.set()
                     self._ready.clear()
+                    await self._let_removals_end()
                     await self._cancel_tasks()
             self._group = None
         log.info("host=%s stopped", self.host_id)
@@ -486,6 +488,20 @@ class NodeAgent:
                 self._deleting.discard(path)
 
         self._spawn(delete(), f"delete {path.name}")
+
+    async def _let_removals_end(self) -> None:
+        """Attempts that have reported their end remove their part (a container, and a
+        warm pool's next sandbox) before the agent stops. Cut there, a stopped container
+        stayed on the engine until the agent's next start; running parts stay (a
+        restarted agent adopts them)."""
+        removals = [
+            runner.cleanup
+            for runner in self._runners.values()
+            if runner.cleanup is not None and not runner.cleanup.done()
+        ]
+        if removals:
+            log.info("host=%s waiting for %d removals before stopping", self.host_id, len(removals))
+            await asyncio.wait(removals, timeout=REMOVALS_WAIT_S)
 
     async def _cancel_tasks(self) -> None:
         """Cancel every task, again until each has ended.

@@ -104,6 +104,8 @@ class AttemptRunner:
         # The span this host's reports are made under (none unless the job is traced).
         self._spans: list[traces.Span] = []
         self.trace: str | None = None
+        # The part's removal once its end is reported: an agent stopping lets it finish.
+        self.cleanup: asyncio.Task[None] | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -248,6 +250,10 @@ class AttemptRunner:
             stop_asked.cancel()
             raise
         await self._finish(outcome)
+        self.cleanup = asyncio.create_task(self._remove(job), name=f"remove {self.key}")
+        await self.cleanup
+
+    async def _remove(self, job: RunningJob) -> None:
         try:
             await job.remove()
         except RuntimeFailure as err:

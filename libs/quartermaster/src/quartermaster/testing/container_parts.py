@@ -28,6 +28,10 @@ STACK_LABEL = "org.quartermaster.testing.stack"  # on every container: which sta
 # that loses a race in a fresh cluster's first seconds comes back.
 RESTART_ON_FAILURE = {"Name": "on-failure", "MaximumRetryCount": 5}
 ALIVE = ("created", "running", "restarting")
+# The docker runtime's labels (qm_node_agent.runtime): on job containers and sandboxes,
+# and on warm pool volumes.
+JOB_LABEL = "org.quartermaster.job-id"
+HOST_LABEL = "org.quartermaster.warm-host"
 
 Volume = tuple[str, str, str]  # host path, container path, "ro" or "rw"
 
@@ -208,13 +212,21 @@ class StackContainers:
         return [str(os.getgid())]
 
 
-def remove_job_containers(job_label: str, under: Path, stack_id: str) -> None:
-    """Job containers (labelled `job_label`) that mount a path under `under`."""
+def remove_job_resources(under: Path, stack_id: str) -> None:
+    """What the docker runtime's agents of one stack left on the engine: job containers
+    and ready sandboxes (labelled `JOB_LABEL`) that mount a path under `under`, and warm
+    pool volumes (labelled `HOST_LABEL`) whose folder lies under it. Agents leave jobs
+    running when they stop (a restarted agent adopts them), so a stack's end must."""
+    root = str(under)
     try:
         engine = DockerClient().client
-        for job in engine.containers.list(all=True, filters={"label": job_label}):
+        for job in engine.containers.list(all=True, filters={"label": JOB_LABEL}):
             sources = [m.get("Source", "") for m in job.attrs.get("Mounts", [])]
-            if any(s.startswith(str(under)) for s in sources):
+            if any(s.startswith(root) for s in sources):
                 job.remove(force=True)
+        for volume in engine.volumes.list(filters={"label": HOST_LABEL}):
+            device = (volume.attrs.get("Options") or {}).get("device", "")
+            if device.startswith(root):
+                volume.remove(force=True)
     except Exception as err:  # cleanup goes on; the engine's error is only reported
-        log.warning("stack %s: cannot remove job containers: %s", stack_id, err)
+        log.warning("stack %s: cannot remove job containers and volumes: %s", stack_id, err)

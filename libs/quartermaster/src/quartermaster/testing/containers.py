@@ -49,12 +49,11 @@ from quartermaster.testing.container_parts import (
     free_ports,
     http_ok,
     log,
-    remove_job_containers,
+    remove_job_resources,
 )
 
 __all__ = ["STACK_LABEL", "QuartermasterStack", "StackStartError", "missing_images"]
 
-JOB_LABEL = "org.quartermaster.job-id"  # on the job containers of the docker runtime
 MOUNTED_CREDENTIALS = "/etc/quartermaster/credentials"  # admission's view of its TLS/token files
 MOUNTED_NATS_USERS = "/etc/nats/users"  # the nats-server config with every user, mounted
 NODE_DATA_DIR = "/var/lib/quartermaster"  # the node-agent image's data dir
@@ -208,7 +207,7 @@ class QuartermasterStack:
         self._parts.remove_all()
         if self._workdir is not None:
             if self.runtime == "docker":
-                remove_job_containers(JOB_LABEL, self._workdir, self.stack_id)
+                remove_job_resources(self._workdir, self.stack_id)
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
 
