@@ -337,6 +337,7 @@ async def test_an_older_release_does_not_free_what_a_newer_one_keeps(
     await runtime.release(set())
     assert not engine_has("container", f"qm-sandbox-h1-{chain}")
     assert not engine_has("volume", f"qm-vol-h1-{chain}")
+    assert not list(runtime._locks)  # held weakly: none is kept once no task holds it
 
 
 async def test_a_volume_made_by_a_launch_cut_short_is_freed(

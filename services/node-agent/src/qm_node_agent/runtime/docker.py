@@ -23,7 +23,7 @@ import math
 import re
 import shutil
 import time
-from collections import defaultdict
+import weakref
 from pathlib import Path
 
 from qm_node_agent.errors import LaunchError, RuntimeFailure
@@ -204,8 +204,9 @@ class DockerRuntime:
         self._host_id = host_id
         self._warm_root = (data_dir or Path(".")) / "warm"
         # One lock per chain folder (`safe_name`): a launch, a sandbox's making and a
-        # release of the same folder never overlap.
-        self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        # release of the same folder never overlap. Held weakly: a lock lives while a
+        # task holds or awaits it, so an agent that sees many chains keeps no lock each.
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._kept: set[str] | None = None  # chains the agent keeps (None: not yet told)
         self._releasing = asyncio.Lock()  # one release at a time, each by the newest keep
         # Chains whose job has exited but whose ready sandbox is not made yet.
@@ -415,7 +416,7 @@ class DockerRuntime:
                 await self.docker("volume", "rm", "-f", files.volume)
                 await asyncio.to_thread(shutil.rmtree, files.dir, True)
         for folder in sorted(on_disk):  # folders no engine resource names any more
-            async with self._locks[folder]:
+            async with self._folder_lock(folder):
                 if not self._keeps(folder):
                     await asyncio.to_thread(shutil.rmtree, self._warm_root / folder, True)
 
@@ -423,7 +424,13 @@ class DockerRuntime:
         return self._kept is None or folder in {safe_name(chain) for chain in self._kept}
 
     def _lock(self, chain_id: str) -> asyncio.Lock:
-        return self._locks[safe_name(chain_id)]
+        return self._folder_lock(safe_name(chain_id))
+
+    def _folder_lock(self, folder: str) -> asyncio.Lock:
+        lock = self._locks.get(folder)
+        if lock is None:
+            lock = self._locks[folder] = asyncio.Lock()
+        return lock
 
     def _files(self, chain_id: str) -> ChainFiles:
         return ChainFiles(self._warm_root, chain_id, self._host_id)
