@@ -104,8 +104,9 @@ class AttemptRunner:
         # The span this host's reports are made under (none unless the job is traced).
         self._spans: list[traces.Span] = []
         self.trace: str | None = None
-        # The part's removal once its end is reported: an agent stopping lets it finish.
-        self.cleanup: asyncio.Task[None] | None = None
+        # Done when the part is removed, once its end is reported: an agent stopping
+        # lets the removal finish.
+        self.cleanup: asyncio.Future[None] | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -250,14 +251,13 @@ class AttemptRunner:
             stop_asked.cancel()
             raise
         await self._finish(outcome)
-        self.cleanup = asyncio.create_task(self._remove(job), name=f"remove {self.key}")
-        await self.cleanup
-
-    async def _remove(self, job: RunningJob) -> None:
+        self.cleanup = asyncio.get_running_loop().create_future()
         try:
             await job.remove()
         except RuntimeFailure as err:
             self._log("could not clean up: %s", err)
+        finally:
+            self.cleanup.set_result(None)
 
     async def _stop_job(self, job: RunningJob) -> None:
         try:
