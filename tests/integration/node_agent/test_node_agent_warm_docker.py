@@ -340,6 +340,35 @@ async def test_an_older_release_does_not_free_what_a_newer_one_keeps(
     assert not list(runtime._locks)  # held weakly: none is kept once no task holds it
 
 
+async def test_a_pool_let_go_during_a_release_is_freed_whole_by_the_next(
+    docker_engine: None, tmp_path: Path, ids: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A release keeps pool K and frees G; while it frees G, K's pool ends too and a
+    newer release is spawned (it waits for the first). The first must leave K's folder
+    alone: with the folder gone, no release would free K's sandbox and volume."""
+    kept, gone = f"{ids}-a-kept", f"{ids}-b-gone"  # K is passed before G is freed
+    runtime = DockerRuntime(data_dir=tmp_path / "a", host_id="h1")
+    for chain in (kept, gone):
+        await _leave_warm(runtime, "h1", chain, tmp_path / "a")
+    remove = runtime.remove_container
+    newer: list[asyncio.Task[None]] = []
+
+    async def remove_then_let_go(name: str) -> None:
+        await remove(name)
+        if not newer:  # K's pool ends now: keep nothing
+            newer.append(asyncio.create_task(runtime.release(set())))
+            await asyncio.sleep(0)
+
+    monkeypatch.setattr(runtime, "remove_container", remove_then_let_go)
+    await runtime.release({kept})
+    await newer[0]
+
+    for chain in (kept, gone):
+        assert not engine_has("container", f"qm-sandbox-h1-{chain}")
+        assert not engine_has("volume", f"qm-vol-h1-{chain}")
+        assert not (tmp_path / "a" / "warm" / chain).exists()
+
+
 async def test_a_volume_made_by_a_launch_cut_short_is_freed(
     docker_engine: None, tmp_path: Path, ids: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

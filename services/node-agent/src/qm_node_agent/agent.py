@@ -46,7 +46,9 @@ log = logging.getLogger(__name__)
 
 AttemptKey = tuple[str, int]
 LIVE_LOG_TRIM_SECONDS = 5.0  # how often running attempts' logs are held to the cap
-REMOVALS_WAIT_S = 10.0  # the most a stopping agent waits for ended parts to be removed
+# The most a stopping agent waits for ended parts to be removed: well inside the 10 s
+# that compose gives a stopping container before SIGKILL (Kubernetes: 30 s).
+REMOVALS_WAIT_S = 5.0
 
 
 def make_runtime(settings: NodeSettings, spares: Spares) -> JobRuntime:
@@ -201,8 +203,10 @@ class NodeAgent:
                 finally:
                     self._stopping.set()
                     self._ready.clear()
-                    await self._let_removals_end()
-                    await self._cancel_tasks()
+                    try:
+                        await self._let_removals_end()
+                    finally:  # also when the stop is cancelled during that wait
+                        await self._cancel_tasks()
             self._group = None
         log.info("host=%s stopped", self.host_id)
 

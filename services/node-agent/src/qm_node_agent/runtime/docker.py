@@ -404,7 +404,12 @@ class DockerRuntime:
             on_disk = {path.name for path in self._warm_root.iterdir()}
         else:
             on_disk = set()
+        listed_folders = {safe_name(chain) for chain in chains}
+        # Kept chains are skipped before their lock too: a launch holds it through a
+        # cold pull, and releases wait for each other.
         for chain in sorted(c for c in chains if safe_name(c) in on_disk):
+            if self._keeps(safe_name(chain)):
+                continue
             async with self._lock(chain):
                 if self._keeps(safe_name(chain)):
                     continue
@@ -415,7 +420,13 @@ class DockerRuntime:
                         await self.remove_container(name)
                 await self.docker("volume", "rm", "-f", files.volume)
                 await asyncio.to_thread(shutil.rmtree, files.dir, True)
-        for folder in sorted(on_disk):  # folders no engine resource names any more
+        # Folders no engine resource named when listed. A listed chain's folder is left
+        # to the chain's own step: one kept there and let go since keeps its folder
+        # until a newer release frees the chain whole (without its folder, no release
+        # would free its sandbox and volume).
+        for folder in sorted(on_disk - listed_folders):
+            if self._keeps(folder):
+                continue
             async with self._folder_lock(folder):
                 if not self._keeps(folder):
                     await asyncio.to_thread(shutil.rmtree, self._warm_root / folder, True)
