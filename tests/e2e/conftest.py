@@ -51,10 +51,12 @@ def make_stack(
 
     yield make
     for stack in started:
-        stack.__exit__()
         settings = stack.stack.settings
-        if settings.runtime == "docker":  # jobs outlive their agents: the test's end must not
-            remove_job_resources(settings.data_dir, settings.stream)
+        try:
+            stack.__exit__()
+        finally:
+            if settings.runtime == "docker":  # jobs outlive their agents; the test must not
+                remove_job_resources(settings.data_dir, settings.stream)
 
 
 def client_for(stack: StackThread) -> Quartermaster:

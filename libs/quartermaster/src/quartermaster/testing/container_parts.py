@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from docker.errors import NotFound
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.docker_client import DockerClient
 
@@ -217,16 +218,32 @@ def remove_job_resources(under: Path, stack_id: str) -> None:
     and ready sandboxes (labelled `JOB_LABEL`) that mount a path under `under`, and warm
     pool volumes (labelled `HOST_LABEL`) whose folder lies under it. Agents leave jobs
     running when they stop (a restarted agent adopts them), so a stack's end must."""
-    root = str(under)
+
+    def ours(path: str) -> bool:
+        return os.path.commonpath([path or "/", root]) == root
+
+    root = os.path.abspath(under)
     try:
         engine = DockerClient().client
-        for job in engine.containers.list(all=True, filters={"label": JOB_LABEL}):
-            sources = [m.get("Source", "") for m in job.attrs.get("Mounts", [])]
-            if any(s.startswith(root) for s in sources):
-                job.remove(force=True)
-        for volume in engine.volumes.list(filters={"label": HOST_LABEL}):
-            device = (volume.attrs.get("Options") or {}).get("device", "")
-            if device.startswith(root):
-                volume.remove(force=True)
+        jobs = engine.containers.list(all=True, sparse=True, filters={"label": JOB_LABEL})
+        volumes = engine.volumes.list(filters={"label": HOST_LABEL})
     except Exception as err:  # cleanup goes on; the engine's error is only reported
-        log.warning("stack %s: cannot remove job containers and volumes: %s", stack_id, err)
+        log.warning("stack %s: cannot list job containers and volumes: %s", stack_id, err)
+        return
+    for job in jobs:
+        try:
+            job.reload()  # a sparse listing has no mounts
+            if any(ours(m.get("Source", "")) for m in job.attrs.get("Mounts", [])):
+                job.remove(force=True)
+        except NotFound:  # removed meanwhile (another stack's cleanup, its agent)
+            continue
+        except Exception as err:
+            log.warning("stack %s: cannot remove container %s: %s", stack_id, job.id, err)
+    for volume in volumes:
+        try:
+            if ours((volume.attrs.get("Options") or {}).get("device", "")):
+                volume.remove(force=True)
+        except NotFound:
+            continue
+        except Exception as err:
+            log.warning("stack %s: cannot remove volume %s: %s", stack_id, volume.name, err)
