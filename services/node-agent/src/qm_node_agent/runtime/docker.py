@@ -207,7 +207,8 @@ class DockerRuntime:
         # release of the same folder never overlap. Held weakly: a lock lives while a
         # task holds or awaits it, so an agent that sees many chains keeps no lock each.
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
-        self._kept: set[str] | None = None  # chains the agent keeps (None: not yet told)
+        # Folders (`safe_name`) of the chains the agent keeps (None: not yet told).
+        self._kept: set[str] | None = None
         self._releasing = asyncio.Lock()  # one release at a time, each by the newest keep
         # Chains whose job has exited but whose ready sandbox is not made yet.
         self._sandbox_due: dict[str, asyncio.Event] = {}
@@ -357,7 +358,7 @@ class DockerRuntime:
         """Create the chain's next container now, while its pool waits for a matching job."""
         files = self._files(spec.chain_id)
         async with self._lock(spec.chain_id):
-            if self._kept is not None and spec.chain_id not in self._kept:
+            if not self._keeps(safe_name(spec.chain_id)):
                 return  # the pool ended already
             if await self._state_of(files.sandbox) is not None:
                 return
@@ -377,7 +378,7 @@ class DockerRuntime:
         chain and folder is checked against the newest `keep`, under its lock, just
         before it is freed (an older call must not free what a newer one keeps, nor
         a folder a launch is filling)."""
-        self._kept = set(keep)
+        self._kept = {safe_name(chain) for chain in keep}
         async with self._releasing:
             await self._free_unkept()
 
@@ -432,7 +433,7 @@ class DockerRuntime:
                     await asyncio.to_thread(shutil.rmtree, self._warm_root / folder, True)
 
     def _keeps(self, folder: str) -> bool:
-        return self._kept is None or folder in {safe_name(chain) for chain in self._kept}
+        return self._kept is None or folder in self._kept
 
     def _lock(self, chain_id: str) -> asyncio.Lock:
         return self._folder_lock(safe_name(chain_id))
