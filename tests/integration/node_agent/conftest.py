@@ -59,10 +59,11 @@ def docker_engine() -> None:
 
 @pytest.fixture
 def containers(docker_engine: None, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A job id prefix for this test; its containers and volumes are removed afterwards."""
+    """A job id prefix for this test (ids are `<prefix>-<name>`); its containers and
+    volumes are removed afterwards."""
     prefix = f"dk{abs(hash(request.node.nodeid)) % 10**8}"
     yield prefix
     for kind, listing in (("container", ("ps", "-aq")), ("volume", ("volume", "ls", "-q"))):
-        ids = _docker(*listing, "--filter", f"name={prefix}").stdout.split()
+        ids = _docker(*listing, "--filter", f"name={prefix}-").stdout.split()  # dk1-, not dk12
         if ids:
             _docker(kind, "rm", "-f", *ids)

@@ -59,29 +59,6 @@ def registry(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> I
         local.stop()
 
 
-@pytest.fixture
-def ids(containers: str) -> Iterator[str]:
-    """A job id prefix; sandboxes and volumes of its chains are removed afterwards."""
-    yield containers
-    for kind in ("container", "volume"):
-        listed = subprocess.run(
-            [
-                "docker",
-                kind,
-                "ls",
-                "-aq" if kind == "container" else "-q",
-                "--filter",
-                f"name={containers}",
-            ],
-            capture_output=True,
-            text=True,
-        )
-        if listed.stdout.split():
-            subprocess.run(
-                ["docker", kind, "rm", "-f", *listed.stdout.split()], capture_output=True
-            )
-
-
 def engine_has(kind: str, name: str) -> bool:
     found = subprocess.run(["docker", kind, "inspect", name], capture_output=True)
     return found.returncode == 0
@@ -107,9 +84,9 @@ def pool_available(job_id: str, chain: str) -> ev.WarmPoolAvailable:
 
 
 async def test_a_warm_reuse_skips_pull_volume_and_staging_and_the_pool_end_frees_them(
-    cluster: Cluster, registry: str, tmp_path: Path, ids: str
+    cluster: Cluster, registry: str, tmp_path: Path, containers: str
 ) -> None:
-    one, two = f"{ids}-first", f"{ids}-second"
+    one, two = f"{containers}-first", f"{containers}-second"
     inputs = tmp_path / "dataset"
     inputs.mkdir()
     (inputs / "part-0").write_text("rows of data\n")
@@ -163,7 +140,7 @@ async def test_a_warm_reuse_skips_pull_volume_and_staging_and_the_pool_end_frees
 
 
 async def test_a_reuse_dispatched_as_soon_as_the_job_ended_waits_for_the_sandbox(
-    cluster: Cluster, registry: str, tmp_path: Path, ids: str
+    cluster: Cluster, registry: str, tmp_path: Path, containers: str
 ) -> None:
     """The reuse comes before the ended job's container is removed: it still starts warm.
 
@@ -171,7 +148,7 @@ async def test_a_reuse_dispatched_as_soon_as_the_job_ended_waits_for_the_sandbox
     the agent is still removing the container and making the ready sandbox; a
     launch that raced that work started cold (seen once in CI).
     """
-    one, two = f"{ids}-first", f"{ids}-second"
+    one, two = f"{containers}-first", f"{containers}-second"
     inputs = tmp_path / "dataset"
     inputs.mkdir()
     (inputs / "part-0").write_text("rows\n")
@@ -193,9 +170,9 @@ async def test_a_reuse_dispatched_as_soon_as_the_job_ended_waits_for_the_sandbox
 
 
 async def test_other_channels_are_staged_again_on_a_warm_reuse(
-    cluster: Cluster, registry: str, tmp_path: Path, ids: str
+    cluster: Cluster, registry: str, tmp_path: Path, containers: str
 ) -> None:
-    a, b = f"{ids}-a", f"{ids}-b"
+    a, b = f"{containers}-a", f"{containers}-b"
     old, new = tmp_path / "old", tmp_path / "new"
     for folder, text in ((old, "old\n"), (new, "new\n")):
         folder.mkdir()
@@ -223,13 +200,13 @@ async def test_other_channels_are_staged_again_on_a_warm_reuse(
 
 
 async def test_an_image_missing_from_the_registry_is_a_client_error(
-    cluster: Cluster, registry: str, ids: str
+    cluster: Cluster, registry: str, containers: str
 ) -> None:
     settings = cluster.settings(runtime=RuntimeKind.DOCKER, registry=registry)
     async with cluster.agent(settings):
         await cluster.until_host()
-        await cluster.run(f"{ids}-missing", payload("true", image="qm-test/no-such-image:1"))
-        failed = await cluster.until_reported(f"{ids}-missing", ev.JobFailed, timeout=60)
+        await cluster.run(f"{containers}-missing", payload("true", image="qm-test/no-such-image:1"))
+        failed = await cluster.until_reported(f"{containers}-missing", ev.JobFailed, timeout=60)
     assert failed.failure_class is ev.FailureClass.CLIENT_ERROR
     assert f"image not found in {registry}" in failed.reason
 
@@ -274,10 +251,10 @@ async def _leave_warm(runtime: DockerRuntime, host: str, chain: str, folder: Pat
 
 
 async def test_an_agent_frees_only_its_own_hosts_warm_resources(
-    docker_engine: None, tmp_path: Path, ids: str
+    docker_engine: None, tmp_path: Path, containers: str
 ) -> None:
     """Two agents on one engine (as `qm up --runtime docker` runs them): each frees its own."""
-    chain = f"{ids}-shared"
+    chain = f"{containers}-shared"
     runtimes = {
         host: DockerRuntime(data_dir=tmp_path / host, host_id=host) for host in ("h1", "h2")
     }
@@ -298,11 +275,11 @@ async def test_an_agent_frees_only_its_own_hosts_warm_resources(
 
 
 async def test_an_agent_leaves_another_deployments_host_of_the_same_name_alone(
-    docker_engine: None, tmp_path: Path, ids: str
+    docker_engine: None, tmp_path: Path, containers: str
 ) -> None:
     """Two stacks on one engine, each with a host `h1` (two `qm up`, two test stacks):
     one agent's release frees its own chains only, not the other's warm pools."""
-    mine, theirs = f"{ids}-mine", f"{ids}-theirs"
+    mine, theirs = f"{containers}-mine", f"{containers}-theirs"
     agent = DockerRuntime(data_dir=tmp_path / "a", host_id="h1")
     other = DockerRuntime(data_dir=tmp_path / "b", host_id="h1")
     await _leave_warm(agent, "h1", mine, tmp_path / "a")
@@ -320,13 +297,13 @@ async def test_an_agent_leaves_another_deployments_host_of_the_same_name_alone(
 
 
 async def test_an_older_release_does_not_free_what_a_newer_one_keeps(
-    docker_engine: None, tmp_path: Path, ids: str
+    docker_engine: None, tmp_path: Path, containers: str
 ) -> None:
     """The agent spawns a release on every change of what it keeps, so two can overlap:
     one from before a warm pool was kept (keep nothing) and one after (keep it). The
     older must not free the pool's chain, its folder included: without its folder, no
     later release would free its sandbox and volume."""
-    chain = f"{ids}-overlap"
+    chain = f"{containers}-overlap"
     runtime = DockerRuntime(data_dir=tmp_path / "a", host_id="h1")
     await _leave_warm(runtime, "h1", chain, tmp_path / "a")
 
@@ -341,12 +318,12 @@ async def test_an_older_release_does_not_free_what_a_newer_one_keeps(
 
 
 async def test_a_pool_let_go_during_a_release_is_freed_whole_by_the_next(
-    docker_engine: None, tmp_path: Path, ids: str, monkeypatch: pytest.MonkeyPatch
+    docker_engine: None, tmp_path: Path, containers: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A release keeps pool K and frees G; while it frees G, K's pool ends too and a
     newer release is spawned (it waits for the first). The first must leave K's folder
     alone: with the folder gone, no release would free K's sandbox and volume."""
-    kept, gone = f"{ids}-a-kept", f"{ids}-b-gone"  # K is passed before G is freed
+    kept, gone = f"{containers}-a-kept", f"{containers}-b-gone"  # K is passed before G is freed
     runtime = DockerRuntime(data_dir=tmp_path / "a", host_id="h1")
     for chain in (kept, gone):
         await _leave_warm(runtime, "h1", chain, tmp_path / "a")
@@ -370,11 +347,11 @@ async def test_a_pool_let_go_during_a_release_is_freed_whole_by_the_next(
 
 
 async def test_a_volume_made_by_a_launch_cut_short_is_freed(
-    docker_engine: None, tmp_path: Path, ids: str, monkeypatch: pytest.MonkeyPatch
+    docker_engine: None, tmp_path: Path, containers: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An agent that stops right after making a chain's volume (before the job's
     container): the chain's folder is already there, so the next release frees it."""
-    chain = f"{ids}-cut"
+    chain = f"{containers}-cut"
     runtime = DockerRuntime(data_dir=tmp_path / "a", host_id="h1")
     make_volume = DockerRuntime._ensure_volume
 
