@@ -8,7 +8,12 @@ from typing import Any
 
 import pytest
 
-from qm_admission.consistency import MIN_SEQ_KEY, Consistency
+from qm_admission.consistency import (
+    DEADLINE_MARGIN_SECONDS,
+    MIN_SEQ_KEY,
+    MIN_WAIT_SECONDS,
+    Consistency,
+)
 from qm_admission.errors import DeadlineReached, ReadModelBehind
 
 
@@ -52,8 +57,16 @@ async def test_the_deadline_bounds_the_wait(read: str) -> None:
     position = Position(5)
     wait: Any = getattr(consistency(position), read)
     with pytest.raises(DeadlineReached, match="deadline"):
-        await wait(Context(min_seq=9, remaining=0.05))
-    assert position.waited == [0.05]
+        await wait(Context(min_seq=9, remaining=0.25))
+    # ends before the deadline: gRPC cancels the call at the deadline itself
+    assert position.waited == [pytest.approx(0.25 - DEADLINE_MARGIN_SECONDS)]
+
+
+async def test_a_deadline_nearer_than_the_margin_still_waits_a_little() -> None:
+    position = Position(5)
+    with pytest.raises(DeadlineReached):
+        await consistency(position).projected(Context(min_seq=9, remaining=0.02))
+    assert position.waited == [MIN_WAIT_SECONDS]
 
 
 @pytest.mark.parametrize("read", ["projected", "folded"])

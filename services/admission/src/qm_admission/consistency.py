@@ -9,8 +9,8 @@ sends and the newest envelope this process appended, so a client reads its own
 writes through this process without any header, and through another with it.
 
 A wait lasts at most the read timeout, and never past the call's own deadline:
-then it ends with `DeadlineReached` (DEADLINE_EXCEEDED) instead of waiting on
-for a client that has given up.
+then it ends with `DeadlineReached` (DEADLINE_EXCEEDED), just before the deadline,
+instead of waiting on for a client that has given up.
 """
 
 from __future__ import annotations
@@ -31,6 +31,10 @@ IN_TRAILER = "trailer"
 IN_INITIAL = "initial"
 # A wait this short still returns at once when the position is already there.
 MIN_WAIT_SECONDS = 0.01
+# A wait bounded by the call's deadline ends this long before it, so the server answers
+# DEADLINE_EXCEEDED with its reason (and logs it) before gRPC cancels the call at the
+# deadline itself: a reply sent at the deadline reaches no one.
+DEADLINE_MARGIN_SECONDS = 0.05
 
 
 def requested_min_seq(context: grpc.aio.ServicerContext) -> int:
@@ -87,7 +91,7 @@ class Consistency:
         remaining = context.time_remaining()
         if remaining is None or remaining >= self._timeout:
             return self._timeout, False
-        return max(remaining, MIN_WAIT_SECONDS), True
+        return max(remaining - DEADLINE_MARGIN_SECONDS, MIN_WAIT_SECONDS), True
 
     async def projected(self, context: grpc.aio.ServicerContext) -> None:
         """Wait until the read model holds everything this read must see."""
