@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -240,3 +241,9 @@ async def wait_for_file(path: Path, timeout: float = 15.0) -> str:
             raise AssertionError(f"timed out after {timeout}s waiting for {path}")
         await asyncio.sleep(0.02)
     return path.read_text()
+
+
+def engine_has(kind: str, name: str) -> bool:
+    """Whether the docker engine has the `kind` (container, volume) named `name`."""
+    found = subprocess.run(["docker", kind, "inspect", name], capture_output=True)
+    return found.returncode == 0

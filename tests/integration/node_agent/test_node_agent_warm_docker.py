@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from node_agent_harness import JOB_RUNNER_IMAGE, Cluster, payload
+from node_agent_harness import JOB_RUNNER_IMAGE, Cluster, engine_has, payload
 
 from qm_node_agent import RuntimeKind
 from qm_node_agent.launch import LaunchSpec
@@ -57,11 +57,6 @@ def registry(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> I
     finally:
         subprocess.run(["docker", "rmi", "-f", f"{local.address}/{IMAGE}"], capture_output=True)
         local.stop()
-
-
-def engine_has(kind: str, name: str) -> bool:
-    found = subprocess.run(["docker", kind, "inspect", name], capture_output=True)
-    return found.returncode == 0
 
 
 def job_payload(script: str, inputs: Path) -> str:

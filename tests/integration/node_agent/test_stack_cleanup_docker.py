@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
-from node_agent_harness import JOB_RUNNER_IMAGE
+from node_agent_harness import JOB_RUNNER_IMAGE, engine_has
 
 from quartermaster.testing.container_parts import HOST_LABEL, JOB_LABEL, remove_job_resources
+from quartermaster.testing.registry import docker
 
 pytestmark = pytest.mark.docker
-
-
-def docker(*args: str) -> str:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, check=True).stdout
-
-
-def exists(kind: str, name: str) -> bool:
-    return subprocess.run(["docker", kind, "inspect", name], capture_output=True).returncode == 0
 
 
 def leave(folder: Path, name: str) -> None:
@@ -60,7 +52,8 @@ def test_a_stacks_end_removes_its_job_containers_and_volumes_and_no_others(
 
     remove_job_resources(tmp_path / "stack1", "s1")
 
-    assert not exists("container", f"qm-{mine}") and not exists("volume", f"qm-vol-{mine}")
-    assert exists("container", f"qm-{other}") and exists("volume", f"qm-vol-{other}")
+    assert not engine_has("container", f"qm-{mine}") and not engine_has("volume", f"qm-vol-{mine}")
+    assert engine_has("container", f"qm-{other}") and engine_has("volume", f"qm-vol-{other}")
     remove_job_resources(tmp_path / "stack10", "s10")
-    assert not exists("container", f"qm-{other}") and not exists("volume", f"qm-vol-{other}")
+    assert not engine_has("container", f"qm-{other}")
+    assert not engine_has("volume", f"qm-vol-{other}")
