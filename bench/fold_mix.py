@@ -7,6 +7,7 @@ file, so it needs nothing of this checkout but this script.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import statistics
@@ -23,16 +24,22 @@ from quartermaster import events as ev
 from quartermaster.core import State, fold
 from quartermaster.core.fold import fold_all
 
+try:
+    from quartermaster.core.replay import replaying
+except ImportError:  # a revision before replays: its fold keeps the indexes throughout
+    replaying = contextlib.nullcontext  # type: ignore[assignment]
+
 # ---- measuring ------------------------------------------------------------------------
 
 
 class Figures(NamedTuple):
     """Events per second (CPU time) of each run."""
 
-    in_memory: list[float]  # folding the decoded list
+    in_memory: list[float]  # folding the decoded list, event by event (a live follower)
     with_decode: list[float]  # decoding each event from msgpack, then folding it
     decode_only: list[float]
-    replay: list[float]  # the decoded list through `fold_all` (a replay's batch call)
+    replay: list[float]  # the decoded list through `fold_all` (`core.replay`)
+    replay_with_decode: list[float]  # decoding and folding each inside `replaying`
 
 
 def measure(encoded: list[bytes], runs: int) -> Figures:
@@ -41,12 +48,13 @@ def measure(encoded: list[bytes], runs: int) -> Figures:
     log = [ev.decode(b) for b in encoded]
     gc.collect()
     gc.freeze()  # the log itself is long-lived: no collection walks it
-    figures = Figures([], [], [], [])
+    figures = Figures([], [], [], [], [])
     for _ in range(runs):
         for how, into in (
             ("fold", figures.in_memory),
             ("decode", figures.with_decode),
             ("fold_all", figures.replay),
+            ("replay_decode", figures.replay_with_decode),
         ):
             state = State()
             gc.collect()
@@ -56,6 +64,10 @@ def measure(encoded: list[bytes], runs: int) -> Figures:
                     fold(state, ev.decode(data))
             elif how == "fold_all":
                 fold_all(state, log)
+            elif how == "replay_decode":
+                with replaying(state):
+                    for data in encoded:
+                        fold(state, ev.decode(data))
             else:
                 for event in log:
                     fold(state, event)
@@ -104,7 +116,7 @@ def compare(revision: str, encoded: list[bytes], runs: int) -> tuple[Figures, Fi
         log_file.write_bytes(msgspec.msgpack.encode(encoded))
         theirs = library_at(revision, Path(tmp))
         ours = Path(__file__).resolve().parent.parent / "libs/quartermaster/src"
-        mine, before = Figures([], [], [], []), Figures([], [], [], [])
+        mine, before = Figures([], [], [], [], []), Figures([], [], [], [], [])
         for _ in range(runs):
             for src, into in ((theirs, before), (ours, mine)):
                 got = measure_elsewhere(src, log_file)

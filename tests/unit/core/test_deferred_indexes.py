@@ -3,31 +3,15 @@ of a history is the state read after every event, and the one a snapshot rebuild
 
 from __future__ import annotations
 
-from typing import Any
-
-import msgspec
 import pytest
-from sortedcontainers import SortedList
 
 from quartermaster import events as ev
 from quartermaster.core import State, decide, fold
 from quartermaster.core.snapshot import restore, take
 from quartermaster.testing.histories import realistic_log
+from quartermaster.testing.state_image import image
 
 INDEXES = ("runnable", "victims", "free_unbound", "free_bound", "available_pools")
-
-
-def image(state: State) -> dict[str, Any]:
-    """Everything a State holds, empty index lists included (a key is part of it)."""
-
-    def plain(value: Any) -> Any:
-        if isinstance(value, SortedList | set):
-            return sorted(value)
-        if isinstance(value, dict):
-            return {str(k): plain(v) for k, v in sorted(value.items(), key=str)}
-        return msgspec.to_builtins(value)
-
-    return {name: plain(value) for name, value in vars(state).items()}
 
 
 @pytest.fixture(scope="module")

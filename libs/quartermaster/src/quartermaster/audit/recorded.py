@@ -17,6 +17,7 @@ from quartermaster.audit.errors import ConfigError
 from quartermaster.audit.simconfig import ShareConfig, SimConfig
 from quartermaster.audit.simulate import SimJob
 from quartermaster.core import State, fold
+from quartermaster.core.replay import replaying
 
 
 class Recorded(msgspec.Struct, frozen=True):
@@ -44,11 +45,12 @@ class Recorded(msgspec.Struct, frozen=True):
 def recorded_jobs(envelopes: Iterable[Envelope], queue: str | None = None) -> Recorded:
     state = State()
     submitted_priority: dict[str, int] = {}
-    for envelope in envelopes:
-        for event in admit(envelope)[0]:
-            if isinstance(event, ev.JobSubmitted) and event.job_id not in state.jobs:
-                submitted_priority[event.job_id] = event.scheduling_priority
-            fold(state, event)
+    with replaying(state):
+        for envelope in envelopes:
+            for event in admit(envelope)[0]:
+                if isinstance(event, ev.JobSubmitted) and event.job_id not in state.jobs:
+                    submitted_priority[event.job_id] = event.scheduling_priority
+                fold(state, event)
     if queue is None:
         if len(state.queues) != 1:
             names = ", ".join(sorted(state.queues)) or "none"

@@ -14,6 +14,7 @@ import msgspec
 from quartermaster.audit.envelope import Envelope, admit
 from quartermaster.core import State, fold
 from quartermaster.core.model import WarmPoolStatus
+from quartermaster.core.replay import replaying
 from quartermaster.core.waiting import Explainer
 
 
@@ -68,15 +69,16 @@ def fold_until(
 ) -> tuple[State, int]:
     """The state after every message up to `seq` (inclusive) and not later than `at`."""
     state, position = State(), 0
-    for envelope in envelopes:
-        if seq is not None and envelope.seq > seq:
-            break
-        events, _ = admit(envelope)
-        if at is not None and any(e.at > at for e in events):
-            break
-        for event in events:
-            fold(state, event)
-        position = envelope.seq
+    with replaying(state):
+        for envelope in envelopes:
+            if seq is not None and envelope.seq > seq:
+                break
+            events, _ = admit(envelope)
+            if at is not None and any(e.at > at for e in events):
+                break
+            for event in events:
+                fold(state, event)
+            position = envelope.seq
     return state, position
 
 

@@ -22,6 +22,7 @@ from quartermaster.audit.errors import AuditError
 from quartermaster.audit.instants import epoch_of
 from quartermaster.audit.replay import usage
 from quartermaster.core import State, fold
+from quartermaster.core.replay import replaying
 
 ShareUnit = tuple[str, str, str]  # (queue, share, unit)
 
@@ -139,27 +140,28 @@ def usage_series(
     first: float | None = None
     last = 0.0
     use_before: dict[ShareUnit, int] = {}
-    for envelope in envelopes:
-        events, _ = admit(envelope)
-        if not events:
-            continue
-        marks.extend(_marks(state, envelope.seq, events))
-        for event in events:
-            fold(state, event)
-        at = max(e.at for e in events)
-        first = at if first is None else first
-        last = max(last, at)
-        # Most messages (heartbeats, reports, ticks) change no share's use or limit:
-        # only a changed use (a plain dict compare) or a share's event asks for the rows.
-        if state.use == use_before and not any(isinstance(e, _SHARE_EVENTS) for e in events):
-            continue
-        use_before = dict(state.use)
-        now = _holds(state)
-        for key in sorted(now.keys() | held.keys()):
-            value = now[key] if key in now else (0, held[key][1])
-            if held.get(key) != value:
-                points.append(UsagePoint(at, envelope.seq, *key, *value))
-        held = now
+    with replaying(state):
+        for envelope in envelopes:
+            events, _ = admit(envelope)
+            if not events:
+                continue
+            marks.extend(_marks(state, envelope.seq, events))
+            for event in events:
+                fold(state, event)
+            at = max(e.at for e in events)
+            first = at if first is None else first
+            last = max(last, at)
+            # Most messages (heartbeats, reports, ticks) change no share's use or limit:
+            # only a changed use (a plain dict compare) or a share's event asks for the rows.
+            if state.use == use_before and not any(isinstance(e, _SHARE_EVENTS) for e in events):
+                continue
+            use_before = dict(state.use)
+            now = _holds(state)
+            for key in sorted(now.keys() | held.keys()):
+                value = now[key] if key in now else (0, held[key][1])
+                if held.get(key) != value:
+                    points.append(UsagePoint(at, envelope.seq, *key, *value))
+            held = now
     if first is None:
         raise AuditError("the log holds no events")
     start = since.resolve(last) if since is not None else first

@@ -44,6 +44,7 @@ from quartermaster.core.model import (
     Share,
     WarmPool,
 )
+from quartermaster.core.replay import replaying
 from quartermaster.core.state import DEADLINES, State
 
 Handler = Callable[[State, Any], None]
@@ -122,18 +123,21 @@ def _touched(state: State, job_id: str) -> Job | None:
 
 
 def fold_all(state: State, events: Iterable[ev.Event]) -> State:
-    """`fold` of each event in turn, with `fold`'s own steps inlined (one call fewer an
-    event: a replay folds many)."""
+    """A replay (`core.replay`): `fold` of each event in turn, the sorted indexes derived
+    from the entities once at the end (O(entities)), and `fold`'s own steps inlined (one
+    call fewer an event). For many events folded before anyone reads; a few events
+    into a large state are cheaper through `fold`."""
     steps = _STEPS
-    for event in events:
-        at = event.at
-        if at > state.now:
-            state.now = at
-        state.seq += 1
-        kind = type(event)
-        (steps.get(kind) or _step(kind))(state, event)
-        if state.retention_seconds is not None and state.now >= state.next_sweep:
-            retention.sweep(state)
+    with replaying(state):
+        for event in events:
+            at = event.at
+            if at > state.now:
+                state.now = at
+            state.seq += 1
+            kind = type(event)
+            (steps.get(kind) or _step(kind))(state, event)
+            if state.retention_seconds is not None and state.now >= state.next_sweep:
+                retention.sweep(state)
     return state
 
 

@@ -10,25 +10,19 @@ payloads): for a scheduler, never for a service that answers about jobs.
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import msgspec
-from sortedcontainers import SortedList
 
 from quartermaster.core.model import (
-    ACTIVE_STATUSES,
     Environment,
     Host,
-    HostStatus,
     Job,
-    JobStatus,
     Queue,
     Share,
     WarmPool,
     WarmPoolStatus,
 )
-from quartermaster.core.preemption import victim_order
-from quartermaster.core.state import DEADLINES, State
+from quartermaster.core.replay import derive_indexes
+from quartermaster.core.state import State
 
 FORMAT = 2
 
@@ -113,42 +107,18 @@ def restore(data: bytes) -> tuple[State, int]:
 
 
 def _reindex(state: State) -> None:
-    """Every index from the entities, each sorted once (not one insertion at a time)."""
-    free: dict[tuple[str | None, str], list[str]] = defaultdict(list)
-    for host in state.hosts.values():
-        if host.holder is None and host.status is HostStatus.HEALTHY:
-            free[(host.environment, host.unit)].append(host.host_id)
-    for (env, unit), hosts in free.items():
-        if env is None:
-            state.free_unbound[unit] = SortedList(hosts)
-        else:
-            state.free_bound[(env, unit)] = SortedList(hosts)
-    runnable: dict[tuple[str, str, str], list[tuple[int, float, str, str]]] = defaultdict(list)
-    victims: dict[tuple[str, str, str], list[tuple[int, float, str]]] = defaultdict(list)
-    deadlines: list[tuple[float, str]] = []
+    """Every index and counter from the entities."""
+    derive_indexes(state)
     for job in state.jobs.values():
-        key = (job.queue, job.share, job.unit)
-        if job.status is JobStatus.RUNNABLE and not job.awaiting_outcome:
-            runnable[key].append(job.queue_entry())  # as `State.enqueue`
         if job.hosts:
+            key = (job.queue, job.share, job.unit)
             state.charge(key, state.environment_of(job.queue), job.count)
             if job.stop_cause is not None and len(job.ended_hosts) < len(job.hosts):
                 state.stopping[key] += job.count
-        if job.status in ACTIVE_STATUSES and job.stop_cause is None and not job.awaiting_outcome:
-            victims[key].append(victim_order(job))
-            deadline = job.deadline()
-            if deadline is not None:
-                deadlines.append((deadline, job.job_id))
         if job.awaiting_outcome:
             state.awaiting_outcome.add(job.job_id)
         elif job.retained:
             state.retained.add(job.job_id)
-    for key, entries in runnable.items():
-        state.runnable[key] = SortedList(entries)
-    for key, found in victims.items():
-        state.victims[key] = SortedList(found)
-    state.timeline[DEADLINES] = SortedList(deadlines)
     for pool in state.pools.values():
         if pool.status is WarmPoolStatus.AVAILABLE:
             state.charge((pool.queue, pool.share, pool.unit), pool.environment, pool.count)
-            state.index_pool(pool)

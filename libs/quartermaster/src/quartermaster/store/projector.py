@@ -34,6 +34,7 @@ from typing import Any, NamedTuple, Protocol
 
 from quartermaster.bus.errors import TransientBusError
 from quartermaster.core import State, fold
+from quartermaster.core.replay import replaying
 from quartermaster.eventlog.envelope import admitted
 from quartermaster.events import AnyEvent
 from quartermaster.store import combined, rows
@@ -389,13 +390,15 @@ class Projector:
                 raise ProjectionAheadOfLogError(
                     f"projection {self.name} is at seq {stored} but the log ends at {last}"
                 )
-            async with _closing(event_log.read(self._folded + 1, stored)) as entries:
-                async for entry in entries:
-                    for event in admitted(entry.seq, entry.subject, entry.data, prefix):
-                        fold(self.state, event)
-                    self._folded = entry.seq
-                    if entry.seq >= stored:
-                        break
+            # A replay (`core.replay`): nothing reads the state until it is done.
+            with replaying(self.state):
+                async with _closing(event_log.read(self._folded + 1, stored)) as entries:
+                    async for entry in entries:
+                        for event in admitted(entry.seq, entry.subject, entry.data, prefix):
+                            fold(self.state, event)
+                        self._folded = entry.seq
+                        if entry.seq >= stored:
+                            break
             log.info("projection %s refolded the log up to seq=%d", self.name, stored)
         async with self._advanced:
             self._committed = max(self._committed, stored)
