@@ -22,17 +22,23 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def scrape(url: str, proc: subprocess.Popen[str], timeout: float = 30.0) -> str:
+def scrape(url: str, proc: subprocess.Popen[str], wanted: list[str], timeout: float = 30.0) -> str:
+    """The page once it holds every `wanted` line, or the last one read at the timeout.
+
+    The port answers before the service has folded anything: the state-derived gauges
+    (the scheduler's `quartermaster_jobs`) come once its follower holds a state."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             with urllib.request.urlopen(url, timeout=5) as reply:
-                return str(reply.read().decode())
+                text = str(reply.read().decode())
+            if all(line in text for line in wanted) or time.monotonic() > deadline:
+                return text
         except (urllib.error.URLError, ConnectionError):
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             if time.monotonic() > deadline:
                 raise
-            time.sleep(0.2)
+        time.sleep(0.2)
 
 
 @pytest.mark.parametrize(
@@ -62,7 +68,7 @@ def test_service_serves_metrics_on_its_port(
         [sys.executable, "-m", module], env=env, stderr=subprocess.PIPE, text=True
     )
     try:
-        text = scrape(f"http://127.0.0.1:{port}/metrics", proc)
+        text = scrape(f"http://127.0.0.1:{port}/metrics", proc, expected)
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=20)
