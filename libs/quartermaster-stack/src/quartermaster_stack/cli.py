@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import logging
 import shutil
 import signal
 import sys
@@ -120,19 +119,12 @@ def _logging(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Nam
         except traces.TracingUnavailable as err:
             print(f"qm: error: {err}", file=sys.stderr)
             return 2
-        logging.getLogger("asyncio").addFilter(_quiet_tls_close)
         try:
             return run(args)
         finally:
             traces.shutdown()
 
     return wrapped
-
-
-def _quiet_tls_close(record: logging.LogRecord) -> bool:
-    """asyncio warns once per TLS connection closed by its peer ("returning true from
-    eof_received() has no effect when using ssl"); harmless, and noise at every stop."""
-    return "eof_received()" not in record.getMessage()
 
 
 def _stack_flags(p: argparse.ArgumentParser) -> None:

@@ -9,6 +9,7 @@ service's NATS user, and `..._NATS_TLS_*` turn on (mutual) TLS.
 
 from __future__ import annotations
 
+import logging
 import re
 import ssl
 from typing import Any
@@ -43,6 +44,8 @@ class NatsCredentials(msgspec.Struct, frozen=True, kw_only=True):
             if self.tls_cert:
                 context.load_cert_chain(self.tls_cert, self.tls_key or None)
             options["tls"] = context
+            # Once per process (addFilter keeps one copy of the same filter).
+            logging.getLogger("asyncio").addFilter(quiet_tls_close)
         return options
 
     def inbox_prefix(self) -> str | None:
@@ -56,6 +59,15 @@ class NatsCredentials(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _INBOX_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def quiet_tls_close(record: logging.LogRecord) -> bool:
+    """Drops asyncio's "returning true from eof_received() has no effect when using ssl".
+
+    nats-py upgrades a plain connection with `start_tls`, so its stream protocol does not
+    know it is over TLS and asyncio warns once per connection its peer closes: harmless,
+    and noise at every stop of a secured stack (services, `qm up`, benchmarks)."""
+    return "eof_received()" not in record.getMessage()
 
 
 def server_list(nats_url: str) -> list[str]:
