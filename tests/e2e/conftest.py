@@ -13,6 +13,7 @@ from quartermaster.client import Quartermaster
 from quartermaster.embedded.nats_server import EmbeddedNats
 from quartermaster.embedded.postgres import EmbeddedPostgres
 from quartermaster.testing.container_parts import remove_job_resources
+from quartermaster.testing.process_jobs import stop_process_jobs
 from quartermaster_stack.settings import StackSettings
 from quartermaster_stack.thread import StackThread
 
@@ -55,8 +56,11 @@ def make_stack(
         try:
             stack.__exit__()
         finally:
-            if settings.runtime == "docker":  # jobs outlive their agents; the test must not
+            # Jobs outlive their agents (a restarted agent adopts them); the test's must not.
+            if settings.runtime == "docker":
                 remove_job_resources(settings.data_dir, settings.stream)
+            else:
+                stop_process_jobs(settings.data_dir)
 
 
 def client_for(stack: StackThread) -> Quartermaster:

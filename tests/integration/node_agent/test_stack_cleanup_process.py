@@ -1,0 +1,57 @@
+"""`quartermaster.testing`'s stop of what a stack's process-runtime agents left running."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+from qm_node_agent.wrapper import wrapper_argv
+from quartermaster.testing.process_jobs import stop_process_jobs, wrappers_under
+
+
+def leave(folder: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """A job left running as an agent leaves it: its wrapper in a session of its own, and
+    a child of the job (whose pid the job writes to `child`)."""
+    folder.mkdir(parents=True)
+    child = folder / "child"
+    job = ["sh", "-c", f'sleep 600 & echo $! > "{child}"; wait']
+    wrapper = subprocess.Popen(
+        wrapper_argv(str(folder / "job.exit"), job, str(folder / "job.log")),
+        cwd=folder,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 10
+    while not child.exists() or not child.read_text().strip():
+        assert time.monotonic() < deadline, "the job did not start"
+        time.sleep(0.01)
+    return wrapper, child
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def test_a_stacks_end_stops_its_jobs_with_their_children_and_no_others(tmp_path: Path) -> None:
+    mine, mine_child = leave(tmp_path / "stack1" / "nodes" / "node-1" / "jobs")
+    other, other_child = leave(tmp_path / "stack10" / "nodes" / "node-1" / "jobs")  # name alike
+    try:
+        assert wrappers_under(tmp_path / "stack1") == [mine.pid]
+
+        assert stop_process_jobs(tmp_path / "stack1") == 1
+
+        assert mine.wait(timeout=10) == -9
+        deadline = time.monotonic() + 10
+        while alive(int(mine_child.read_text())):
+            assert time.monotonic() < deadline, "the job's child outlived the stop"
+            time.sleep(0.01)
+        assert other.poll() is None and alive(int(other_child.read_text()))
+        assert stop_process_jobs(tmp_path / "stack1") == 0
+    finally:
+        stop_process_jobs(tmp_path / "stack10")
+        other.wait(timeout=10)
+    assert not alive(int(other_child.read_text()))
