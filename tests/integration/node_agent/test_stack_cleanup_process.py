@@ -36,6 +36,13 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def until_gone(pid: int) -> None:
+    deadline = time.monotonic() + 10
+    while alive(pid):
+        assert time.monotonic() < deadline, f"pid {pid} outlived the stop"
+        time.sleep(0.01)
+
+
 def test_a_stacks_end_stops_its_jobs_with_their_children_and_no_others(tmp_path: Path) -> None:
     mine, mine_child = leave(tmp_path / "stack1" / "nodes" / "node-1" / "jobs")
     other, other_child = leave(tmp_path / "stack10" / "nodes" / "node-1" / "jobs")  # name alike
@@ -45,13 +52,10 @@ def test_a_stacks_end_stops_its_jobs_with_their_children_and_no_others(tmp_path:
         assert stop_process_jobs(tmp_path / "stack1") == 1
 
         assert mine.wait(timeout=10) == -9
-        deadline = time.monotonic() + 10
-        while alive(int(mine_child.read_text())):
-            assert time.monotonic() < deadline, "the job's child outlived the stop"
-            time.sleep(0.01)
+        until_gone(int(mine_child.read_text()))  # the job's child too
         assert other.poll() is None and alive(int(other_child.read_text()))
         assert stop_process_jobs(tmp_path / "stack1") == 0
     finally:
         stop_process_jobs(tmp_path / "stack10")
         other.wait(timeout=10)
-    assert not alive(int(other_child.read_text()))
+    until_gone(int(other_child.read_text()))

@@ -14,27 +14,17 @@ import os
 import signal
 from pathlib import Path
 
-from qm_node_agent.wrapper import ARGV0, SHELL
+from qm_node_agent.runtime.process import wrappers
 
 
 def wrappers_under(folder: Path) -> list[int]:
-    """The pids of live job wrappers (`SHELL -c SCRIPT ARGV0 EXIT_FILE ...`) whose exit
-    file lies under `folder`."""
+    """The pids of job wrappers whose exit file lies under `folder`."""
     root = os.path.abspath(folder)
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:  # gone meanwhile
-            continue
-        if len(argv) < 5 or argv[0] != SHELL.encode() or argv[3] != ARGV0.encode():
-            continue
-        exit_file = os.fsdecode(argv[4])
-        if os.path.isabs(exit_file) and os.path.commonpath([exit_file, root]) == root:
-            found.append(int(proc.name))
-    return found
+    return [
+        pid
+        for pid, exit_file in wrappers()
+        if os.path.isabs(exit_file) and os.path.commonpath([exit_file, root]) == root
+    ]
 
 
 def stop_process_jobs(folder: Path) -> int:

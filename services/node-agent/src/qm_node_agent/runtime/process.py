@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from qm_node_agent.errors import LaunchError, RuntimeFailure
@@ -26,7 +27,7 @@ from qm_node_agent.records import AttemptRecord
 from qm_node_agent.runtime.base import ExitStatus, tail
 from qm_node_agent.settings import RuntimeKind
 from qm_node_agent.spares import Spares
-from qm_node_agent.wrapper import wrapper_argv
+from qm_node_agent.wrapper import ARGV0, SHELL, wrapper_argv
 from quartermaster.events import StartPhases
 
 log = logging.getLogger(__name__)
@@ -228,7 +229,16 @@ def wrapper_alive(pid: int, exit_file: Path) -> bool:
 
 def find_wrapper(exit_file: Path) -> int | None:
     """The pid of the live wrapper of `exit_file` (its argv names it), if there is one."""
-    wanted = str(exit_file).encode()
+    wanted = str(exit_file)
+    for pid, found in wrappers():
+        if found == wanted and wrapper_alive(pid, exit_file):
+            return pid
+    return None
+
+
+def wrappers() -> Iterator[tuple[int, str]]:
+    """Each process whose argv is a job wrapper's (`wrapper_argv`), with its exit file."""
+    shell, argv0 = SHELL.encode(), ARGV0.encode()
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -236,9 +246,8 @@ def find_wrapper(exit_file: Path) -> int | None:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:  # gone meanwhile
             continue
-        if wanted in argv and wrapper_alive(int(proc.name), exit_file):
-            return int(proc.name)
-    return None
+        if len(argv) > 4 and argv[0] == shell and argv[3] == argv0:
+            yield int(proc.name), os.fsdecode(argv[4])
 
 
 def read_exit_file(path: Path) -> ExitStatus | None:
