@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from qm_node_agent.leftovers import stop_process_jobs
 from quartermaster.client import Quartermaster
 from quartermaster.embedded.nats_server import EmbeddedNats
 from quartermaster.embedded.postgres import EmbeddedPostgres
 from quartermaster.testing.container_parts import remove_job_resources
-from quartermaster.testing.process_jobs import stop_process_jobs
 from quartermaster_stack.settings import StackSettings
 from quartermaster_stack.thread import StackThread
 

@@ -6,8 +6,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from qm_node_agent.leftovers import stop_process_jobs, wrappers_under
 from qm_node_agent.wrapper import wrapper_argv
-from quartermaster.testing.process_jobs import stop_process_jobs, wrappers_under
 
 
 def leave(folder: Path) -> tuple[subprocess.Popen[bytes], Path]:

@@ -1,10 +1,11 @@
-"""What the process runtime's agents of one stack left running: their jobs' process groups.
+"""What process-runtime agents left running under a folder: their jobs' process groups.
 
-A node agent leaves its jobs running when it stops (a restarted agent adopts them from
-their attempt records), so a test's stack of the process runtime leaves each unfinished
-job (a `sleep 600` of the seed scenario) running after the test, for as long as the job
-lasts. A test's end stops them: every live wrapper whose exit file lies under the
-stack's folder, with its process group (the job and its children).
+An agent leaves its jobs running when it stops (a restarted agent adopts them from
+their attempt records). Where no agent will come back for them (a test's stack at the
+test's end, whose unfinished jobs would otherwise run on, a `sleep 600` for 10
+minutes), `stop_process_jobs` stops every wrapper whose exit file lies under the
+agents' folder, with its process group (the job and its children). The docker
+runtime's counterpart is `quartermaster.testing.container_parts.remove_job_resources`.
 """
 
 from __future__ import annotations
