@@ -30,8 +30,8 @@ def wrappers_under(folder: Path) -> list[int]:
 
 def stop_process_jobs(folder: Path) -> int:
     """SIGKILL the process group of every job wrapper under `folder`; how many there were."""
-    wrappers = wrappers_under(folder)
-    for pid in wrappers:
+    found = wrappers_under(folder)
+    for pid in found:
         with contextlib.suppress(ProcessLookupError):  # ended meanwhile
             os.killpg(os.getpgid(pid), signal.SIGKILL)
-    return len(wrappers)
+    return len(found)
