@@ -243,6 +243,15 @@ async def wait_for_file(path: Path, timeout: float = 15.0) -> str:
     return path.read_text()
 
 
+def process_alive(pid: int) -> bool:
+    """`pid` runs: it exists and is not a zombie (gone, only not yet reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
 def engine_has(kind: str, name: str) -> bool:
     """Whether the docker engine has the `kind` (container, volume) named `name`."""
     found = subprocess.run(["docker", kind, "inspect", name], capture_output=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from node_agent_harness import Cluster, payload, wait_for_file
+from node_agent_harness import Cluster, payload, process_alive, wait_for_file
 
 from qm_node_agent import attempt
 from qm_node_agent.attempt import LOST_REASON, TIMEOUT_REASON
@@ -639,11 +639,10 @@ async def test_a_host_declared_lost_while_its_agent_lives_registers_again(
 
 async def _until_dead(pid: int) -> None:
     deadline = time.monotonic() + 5
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
-        stat = Path(f"/proc/{pid}/stat")
-        if stat.exists() and stat.read_text().rsplit(")", 1)[-1].split()[0] == "Z":
+        if not process_alive(pid):
             return
         time.sleep(0.02)
 

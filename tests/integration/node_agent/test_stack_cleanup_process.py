@@ -1,10 +1,12 @@
-"""`quartermaster.testing`'s stop of what a stack's process-runtime agents left running."""
+"""`qm_node_agent.leftovers`: the stop of what a stack's process-runtime agents left running."""
 
 from __future__ import annotations
 
 import subprocess
 import time
 from pathlib import Path
+
+from node_agent_harness import process_alive
 
 from qm_node_agent.leftovers import stop_process_jobs, wrappers_under
 from qm_node_agent.wrapper import wrapper_argv
@@ -28,17 +30,9 @@ def leave(folder: Path) -> tuple[subprocess.Popen[bytes], Path]:
     return wrapper, child
 
 
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
-
-
 def until_gone(pid: int) -> None:
     deadline = time.monotonic() + 10
-    while alive(pid):
+    while process_alive(pid):
         assert time.monotonic() < deadline, f"pid {pid} outlived the stop"
         time.sleep(0.01)
 
@@ -53,7 +47,7 @@ def test_a_stacks_end_stops_its_jobs_with_their_children_and_no_others(tmp_path:
 
         assert mine.wait(timeout=10) == -9
         until_gone(int(mine_child.read_text()))  # the job's child too
-        assert other.poll() is None and alive(int(other_child.read_text()))
+        assert other.poll() is None and process_alive(int(other_child.read_text()))
         assert stop_process_jobs(tmp_path / "stack1") == 0
     finally:
         stop_process_jobs(tmp_path / "stack10")
