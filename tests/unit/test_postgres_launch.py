@@ -43,3 +43,33 @@ def test_a_launcher_that_keeps_crashing_gives_up(tmp_path: Path) -> None:
     with pytest.raises(subprocess.CalledProcessError):
         _started(get_server, tmp_path)
     assert len(calls) == 3
+
+
+def test_a_launcher_killed_before_it_wrote_the_log_is_tried_again(tmp_path: Path) -> None:
+    """As the wheel does: on pg_ctl's failure it reads the server log, which a launcher
+    killed early never wrote (FileNotFoundError, with pg_ctl's error as its context)."""
+    calls: list[int] = []
+
+    def get_server(data_dir: Path, cleanup_mode: str) -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            try:
+                raise subprocess.CalledProcessError(-11, ["pg_ctl", "start"])
+            except subprocess.CalledProcessError:
+                (data_dir / "log").read_text()
+        return "server"
+
+    assert _started(get_server, tmp_path) == "server"
+    assert len(calls) == 2
+
+
+def test_a_missing_file_without_a_crashed_launcher_is_not_tried_again(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    def get_server(data_dir: Path, cleanup_mode: str) -> str:
+        calls.append(1)
+        raise FileNotFoundError("initdb")
+
+    with pytest.raises(FileNotFoundError):
+        _started(get_server, tmp_path)
+    assert len(calls) == 1

@@ -51,11 +51,19 @@ def _started(get_server: Any, data_dir: Path) -> Any:
     for tries_left in range(_LAUNCH_TRIES - 1, -1, -1):
         try:
             return get_server(data_dir, cleanup_mode="stop")
-        except subprocess.CalledProcessError as err:
-            if err.returncode >= 0 or tries_left == 0:
+        except (subprocess.CalledProcessError, FileNotFoundError) as err:
+            if not _launcher_crashed(err) or tries_left == 0:
                 raise
             time.sleep(0.5)
     raise AssertionError("unreachable")
+
+
+def _launcher_crashed(err: BaseException) -> bool:
+    """`pg_ctl` killed by a signal. The wheel shows the server log when pg_ctl fails, and a
+    launcher that died before writing it makes that read raise FileNotFoundError, with
+    pg_ctl's error as its context (seen in CI)."""
+    failed = err if isinstance(err, subprocess.CalledProcessError) else err.__context__
+    return isinstance(failed, subprocess.CalledProcessError) and failed.returncode < 0
 
 
 class EmbeddedPostgres(ManagedServer):
