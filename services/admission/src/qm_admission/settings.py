@@ -34,6 +34,9 @@ class Settings(BusSettings, frozen=True, kw_only=True):
     max_keep_alive_seconds: int = 3600
     # Refuse jobs without ContainerEntrypoint (hosts that run processes; `qm up` sets it).
     require_command: bool = False
+    # The execution roles jobs may name (`quartermaster.objectstore.RoleMap`, JSON): set, a
+    # RoleArn not in it is refused at submit. "": any role (no object store configured).
+    roles_file: str = ""
     read_timeout_seconds: float = 10.0
     shutdown_grace_seconds: float = 5.0
     # Group commit under load: how long the next append may wait for more submits while

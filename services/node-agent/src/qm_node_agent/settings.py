@@ -59,6 +59,10 @@ class NodeSettings:
     # The read end of a pipe from the process that started this agent: at its EOF (that
     # process is gone, however it ended) the agent stops. None: no such parent.
     lifeline_fd: int | None = None
+    # The execution roles' object-store credentials (`quartermaster.objectstore.RoleMap`,
+    # JSON): a job's RoleArn selects what it stages channels and uploads outputs with,
+    # and what its process or container receives. "": no object store.
+    roles_file: str = ""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> NodeSettings:
@@ -134,6 +138,7 @@ class NodeSettings:
             metrics_host=get("METRICS_HOST") or "127.0.0.1",
             read_whole_log=(get("READ_WHOLE_LOG") or "").lower() in {"1", "true", "yes"},
             lifeline_fd=None if lifeline_raw is None else int(lifeline_raw),
+            roles_file=get("ROLES_FILE") or "",
         )
 
     def to_env(self) -> dict[str, str]:
@@ -170,6 +175,7 @@ class NodeSettings:
             "METRICS_HOST": self.metrics_host,
             "READ_WHOLE_LOG": "true" if self.read_whole_log else "",
             "LIFELINE_FD": self.lifeline_fd,
+            "ROLES_FILE": self.roles_file,
         }
         # None and "" are what an unset variable reads as: left out
         return {PREFIX + k: str(v) for k, v in values.items() if v is not None and v != ""}
