@@ -85,7 +85,10 @@ async def test_exit_3_fails_with_an_algorithm_error_and_the_log_tail(cluster: Cl
 async def test_the_job_sees_its_environment_and_runs_in_its_work_dir(cluster: Cluster) -> None:
     out = cluster.tmp / "env.json"
     settings = cluster.settings(gpu_count=2)
-    script = f"env > {out}.tmp; pwd >> {out}.pwd; mv {out}.tmp {out}"
+    script = (
+        f"env > {out}.tmp; pwd >> {out}.pwd; cp /opt/ml/input/config/resourceconfig.json "
+        f"{out}.rc; getent hosts algo-1 > {out}.hosts; mv {out}.tmp {out}"
+    )
     async with cluster.agent(settings):
         await cluster.until_host()
         await cluster.run("envy", payload(script, env={"LEARNING_RATE": "0.1", "SM_HOSTS": "x"}))
@@ -94,8 +97,15 @@ async def test_the_job_sees_its_environment_and_runs_in_its_work_dir(cluster: Cl
     seen = dict(line.split("=", 1) for line in out.read_text().splitlines() if "=" in line)
     cache = settings.data_dir / "warmpool-cache" / "envy"
     assert seen["LEARNING_RATE"] == "0.1"
-    assert json.loads(seen["SM_HOSTS"]) == ["h1"]  # ours win over the payload's
-    assert seen["SM_CURRENT_HOST"] == "h1"
+    assert json.loads(seen["SM_HOSTS"]) == ["algo-1"]  # ours win over the payload's
+    assert seen["SM_CURRENT_HOST"] == "algo-1"
+    assert seen["QM_HOST"] == "h1"
+    assert seen["TRAINING_JOB_NAME"] == "envy-envy-1"
+    assert seen["TRAINING_JOB_ARN"].endswith(":training-job/envy-envy-1")
+    # Its own /opt/ml (a mount namespace of its own) and /etc/hosts naming its gang.
+    assert json.loads(Path(f"{out}.rc").read_text())["current_host"] == "algo-1"
+    assert Path(f"{out}.hosts").read_text().split()[-1] == "algo-1"
+    assert not Path("/opt/ml/input/config/resourceconfig.json").exists()
     assert seen["SM_CURRENT_INSTANCE_TYPE"] == "ml.g5.xlarge"
     assert seen["SM_NUM_GPUS"] == "2"
     assert seen["CUDA_VISIBLE_DEVICES"] == seen["NVIDIA_VISIBLE_DEVICES"] == "0,1"
@@ -650,7 +660,7 @@ async def _until_dead(pid: int) -> None:
 async def test_a_failure_on_one_host_stops_the_attempt_on_the_others(cluster: Cluster) -> None:
     ready = cluster.tmp / "ready-h2"
     script = (
-        f'if [ "$SM_CURRENT_HOST" = h1 ]; then while [ ! -e {ready} ]; do sleep 0.05; done; '
+        f'if [ "$QM_HOST" = h1 ]; then while [ ! -e {ready} ]; do sleep 0.05; done; '
         f"exit 3; else touch {ready}; {LOOP}; fi"
     )
     async with cluster.agent(cluster.settings("h1")), cluster.agent(cluster.settings("h2")):

@@ -7,17 +7,21 @@ from pathlib import Path
 
 import pytest
 
+from qm_node_agent.contract import Channel
+from qm_node_agent.contract.stage import prepare
 from qm_node_agent.errors import LaunchError
-from qm_node_agent.launch import CACHE_ENV, InputChannel, LaunchSpec, build_spec
+from qm_node_agent.launch import CACHE_ENV, LaunchSpec, build_spec
 from qm_node_agent.layout import CONTAINER_CACHE_DIR
 from qm_node_agent.runtime.docker import create_args
-from qm_node_agent.runtime.sandbox import ChainFiles, image_ref, stage_inputs, write_job_script
+from qm_node_agent.runtime.sandbox import ChainFiles, image_ref, write_job_script
 from quartermaster import events as ev
 from quartermaster.core import Job
 from quartermaster.testing.builders import World
 
 CACHE = Path("/data/warmpool-cache/j")
 WORK = Path("/data/jobs/j-1")
+ML = Path("/data/opt-ml/j/ml")
+HOSTS = Path("/data/opt-ml/j/hosts")
 
 
 def dispatched(payload: dict[str, object] | str, hosts: int = 2) -> Job:
@@ -48,6 +52,8 @@ def spec_for(job: Job, gpus: tuple[int, ...] = (0, 1, 2, 3)) -> LaunchSpec:
         gpu_indexes=gpus,
         cache_dir=CACHE,
         work_dir=WORK,
+        ml_dir=ML,
+        hosts_file=HOSTS,
     )
 
 
@@ -75,8 +81,11 @@ def test_the_environment_is_the_payloads_plus_the_hosts_own() -> None:
     assert env == {
         "LR": "0.1",
         "BATCH": "64",
-        "SM_HOSTS": '["h1", "h2"]',
-        "SM_CURRENT_HOST": "h2",
+        "SM_HOSTS": '["algo-1", "algo-2"]',
+        "SM_CURRENT_HOST": "algo-2",
+        "QM_HOST": "h2",
+        "TRAINING_JOB_NAME": "j-j-1",
+        "TRAINING_JOB_ARN": "arn:aws:sagemaker:us-east-1:000000000000:training-job/j-j-1",
         "SM_CURRENT_INSTANCE_TYPE": "ml.g5.xlarge",
         "SM_NUM_GPUS": "4",
         "CUDA_VISIBLE_DEVICES": "0,1,2,3",
@@ -124,7 +133,8 @@ def test_docker_creates_the_container_with_tini_the_chain_volume_inputs_and_job_
     assert args[:8] == ["--name", "qm-j-1", "--pull", "never", "--network", "host", "--init", "-e"]
     assert "TINI_KILL_PROCESS_GROUP=1" in args
     assert f"type=volume,src=qm-vol-j,dst={CONTAINER_CACHE_DIR}" in args
-    assert f"{files.inputs}:/opt/ml/input/data" in args
+    assert f"{ML}:/opt/ml" in args
+    assert f"{HOSTS}:/etc/hosts:ro" in args
     assert f"{files.control}:/opt/ml/qm:ro" in args
     assert args[args.index("--gpus") + 1] == '"device=0,1,2,3"'
     assert args[-4:] == ["--entrypoint", "/bin/sh", "registry.local/train:3", "/opt/ml/qm/job.sh"]
@@ -143,8 +153,8 @@ def test_the_job_script_exports_the_environment_and_execs_the_command(tmp_path: 
 
     script = (files.control / "job.sh").read_text()
     assert f"export {CACHE_ENV}={CONTAINER_CACHE_DIR}" in script
-    assert "export SM_CURRENT_HOST=h2" in script
-    assert 'export SM_HOSTS=\'["h1", "h2"]\'' in script
+    assert "export SM_CURRENT_HOST=algo-2" in script
+    assert 'export SM_HOSTS=\'["algo-1", "algo-2"]\'' in script
     assert script.splitlines()[-1] == "exec python train.py --epochs 3"
 
 
@@ -185,7 +195,10 @@ def test_input_channels_come_from_local_paths_and_file_uris() -> None:
         ],
     }
     spec = spec_for(dispatched(request))
-    assert spec.inputs == (InputChannel("train", "/d/tr"), InputChannel("test", "/d/te"))
+    assert spec.contract.channels == (
+        Channel(name="train", source="/d/tr"),
+        Channel(name="test", source="/d/te"),
+    )
 
 
 @pytest.mark.parametrize(
@@ -194,8 +207,22 @@ def test_input_channels_come_from_local_paths_and_file_uris() -> None:
         ("x", "InputDataConfig must be a list"),
         ([{"ChannelName": "../x", "DataSource": {}}], "ChannelName must match"),
         (
-            [{"ChannelName": "a", "DataSource": {"S3DataSource": {"S3Uri": "s3://b/k"}}}],
-            "is not a local path or file:// URI",
+            [{"ChannelName": "a", "DataSource": {"S3DataSource": {"S3Uri": "s3://B_/k"}}}],
+            "is not a valid S3 bucket name",
+        ),
+        (
+            [{"ChannelName": "a", "DataSource": {"S3DataSource": {"S3Uri": "d/k"}}}],
+            "is not an s3:// URI, a local path or file:// URI",
+        ),
+        (
+            [
+                {
+                    "ChannelName": "a",
+                    "InputMode": "Pipe",
+                    "DataSource": {"S3DataSource": {"S3Uri": "s3://b/k"}},
+                }
+            ],
+            "InputMode 'Pipe' is not supported",
         ),
         ([{"ChannelName": "a", "DataSource": {}}], "needs S3DataSource.S3Uri"),
     ],
@@ -211,11 +238,37 @@ def test_staging_copies_the_channels_once_while_they_stay_the_same(tmp_path: Pat
     source = tmp_path / "data"
     source.mkdir()
     (source / "part-0").write_text("rows")
-    files = ChainFiles(tmp_path / "warm", "chain")
-    channels = (InputChannel("train", str(source)),)
+    root = tmp_path / "opt-ml" / "chain"
+    root.mkdir(parents=True)
+    ml = root / "ml"
 
-    assert stage_inputs(files, channels) is True
-    assert (files.inputs / "train" / "part-0").read_text() == "rows"
-    assert stage_inputs(files, channels) is False
-    assert stage_inputs(files, (InputChannel("eval", str(source)),)) is True
-    assert sorted(p.name for p in files.inputs.iterdir()) == ["eval"]
+    def stage(channel: str) -> int:
+        request = {
+            **REQUEST,
+            "InputDataConfig": [
+                {
+                    "ChannelName": channel,
+                    "DataSource": {"FileSystemDataSource": {"DirectoryPath": str(source)}},
+                }
+            ],
+        }
+        job = dispatched(request)
+        spec = build_spec(
+            job,
+            host="h2",
+            instance_type="ml.g5.xlarge",
+            gpu_indexes=(),
+            cache_dir=CACHE,
+            work_dir=WORK,
+            ml_dir=ml,
+            hosts_file=root / "hosts",
+        )
+        addresses = {"h1": "127.0.0.1", "h2": "127.0.0.2"}
+        return prepare(spec.contract, None, addresses=addresses, network_interface="lo").channels
+
+    data = ml / "input" / "data"
+    assert stage("train") == 1
+    assert (data / "train" / "part-0").read_text() == "rows"
+    assert stage("train") == 0
+    assert stage("eval") == 1
+    assert sorted(p.name for p in data.iterdir()) == ["eval"]

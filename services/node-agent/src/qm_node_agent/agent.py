@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
@@ -20,9 +21,10 @@ from types import TracebackType
 from typing import Any
 
 from qm_node_agent.attempt import AttemptRunner
+from qm_node_agent.contract.host import interface_of
 from qm_node_agent.desired import attempt_on, cache_chains, is_current, should_run, stop_reason
 from qm_node_agent.desired import stop_wanted as stop_wanted_for
-from qm_node_agent.errors import LaunchError, PermanentNodeAgentError
+from qm_node_agent.errors import LaunchError, PermanentNodeAgentError, SettingsError
 from qm_node_agent.gpus import Gpu, detect_gpus
 from qm_node_agent.joblogs import LogKeeper, serve_logs
 from qm_node_agent.launch import LaunchSpec, build_spec
@@ -30,7 +32,7 @@ from qm_node_agent.layout import Layout, container_name, safe_name
 from qm_node_agent.records import AttemptRecord, AttemptStore
 from qm_node_agent.reporter import Reporter
 from qm_node_agent.runtime import DockerRuntime, JobRuntime, ProcessRuntime
-from qm_node_agent.settings import NodeSettings, RuntimeKind
+from qm_node_agent.settings import PREFIX, NodeSettings, RuntimeKind
 from qm_node_agent.spares import Spares
 from quartermaster import events as ev
 from quartermaster.bus import BusError, JetStreamLog
@@ -41,6 +43,7 @@ from quartermaster.eventlog.host_feed import touched
 from quartermaster.eventlog.host_reader import HostFeedFollower
 from quartermaster.eventlog.process import manages_stream
 from quartermaster.metrics.attempts import NodeMetrics, StartObserver
+from quartermaster.objectstore import RoleMap
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +52,16 @@ LIVE_LOG_TRIM_SECONDS = 5.0  # how often running attempts' logs are held to the 
 # The most a stopping agent waits for ended parts to be removed: well inside the 10 s
 # that compose gives a stopping container before SIGKILL (Kubernetes: 30 s).
 REMOVALS_WAIT_S = 5.0
+
+
+def load_roles(path: str) -> RoleMap:
+    """The execution roles' store credentials (none when no file is set)."""
+    if not path:
+        return RoleMap()
+    try:
+        return RoleMap.load(path)
+    except ValueError as err:
+        raise SettingsError(f"{PREFIX}ROLES_FILE: {err}") from err
 
 
 def make_runtime(settings: NodeSettings, spares: Spares) -> JobRuntime:
@@ -93,6 +106,8 @@ class NodeAgent:
         self._given_log = event_log
         self._spares = Spares(self.layout.spares)
         self._runtime = runtime or make_runtime(settings, self._spares)
+        self._roles = load_roles(settings.roles_file)
+        self._interface = interface_of(settings.address)  # resourceconfig.json names it
         self._gpus = None if gpus is None else list(gpus)
         self._clock = clock
         self._metrics = metrics
@@ -340,6 +355,7 @@ class NodeAgent:
     def _launch(self, job: Job) -> None:
         key = (job.job_id, job.attempt_no)
         spec: LaunchSpec | LaunchError
+        hosts = self.state.hosts
         try:
             spec = build_spec(
                 job,
@@ -348,6 +364,11 @@ class NodeAgent:
                 gpu_indexes=self.gpu_indexes,
                 cache_dir=self.layout.cache_dir(job.chain_id),
                 work_dir=self.layout.work_dir(*key),
+                ml_dir=self.layout.ml_dir(job.chain_id),
+                hosts_file=self.layout.hosts_file(job.chain_id),
+                access_for=self._roles.access,
+                addresses={h: hosts[h].address for h in job.hosts if h in hosts},
+                network_interface=self._interface,
             )
         except LaunchError as err:
             spec = err
@@ -361,6 +382,7 @@ class NodeAgent:
             container=container_name(*key),
             exit_file=str(self.layout.exit_file(*key)),
             log_file=str(self.layout.log_file(*key)),
+            outputs=spec.contract.outputs if isinstance(spec, LaunchSpec) else None,
         )
         self._records[key] = record  # the runner saves it durably before anything starts
         if self._caches is not None:  # its runtime may make the chain's cache folder
@@ -397,6 +419,7 @@ class NodeAgent:
             grace_s=self.settings.stop_grace_seconds,
             clock=self._clock,
             on_running=self._started,
+            access_for=self._roles.access,
         )
         self._runners[record.key] = runner
         return runner
@@ -473,21 +496,27 @@ class NodeAgent:
         self._spawn(self._runtime.release(set(keep)), "release warm pools")
         if self._caches is None:
             self._caches = {path.name for path in self.layout.cache_root.iterdir()}
+            self._caches |= {path.name for path in self.layout.ml_root.iterdir()}
         names = {safe_name(chain) for chain in keep}
         self._caches |= names
         for name in sorted(self._caches - names):
             self._caches.discard(name)
             log.info("host=%s deleting warm pool cache %s", self.host_id, name)
             self._delete_later(self.layout.cache_root / name)
+            # Its /opt/ml and staged channels: removed, not kept as spares (a tree).
+            self._delete_later(self.layout.ml_root / name, spare=False)
 
-    def _delete_later(self, path: Path) -> None:
+    def _delete_later(self, path: Path, *, spare: bool = True) -> None:
         if path in self._deleting or not path.exists():
             return
         self._deleting.add(path)
 
+        def remove(path: Path) -> None:
+            shutil.rmtree(path, ignore_errors=True)
+
         async def delete() -> None:
             try:
-                await asyncio.to_thread(self._spares.give_dir, path)
+                await asyncio.to_thread(self._spares.give_dir if spare else remove, path)
             finally:
                 self._deleting.discard(path)
 

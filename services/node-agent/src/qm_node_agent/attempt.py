@@ -19,6 +19,7 @@ from typing import TypeVar
 
 import msgspec
 
+from qm_node_agent.contract.outputs import collect, failure_reason
 from qm_node_agent.errors import LaunchError, RuntimeFailure
 from qm_node_agent.launch import LaunchSpec
 from qm_node_agent.records import AttemptRecord, AttemptStore, Outcome
@@ -27,6 +28,7 @@ from qm_node_agent.runtime.base import ExitStatus, JobRuntime, RunningJob
 from quartermaster import events as ev
 from quartermaster.bus import PermanentBusError
 from quartermaster.events import FailureClass
+from quartermaster.objectstore import S3Access, StoreClientError, StoreUnavailable
 from quartermaster.telemetry import traces
 
 log = logging.getLogger(__name__)
@@ -90,9 +92,12 @@ class AttemptRunner:
         grace_s: float,
         clock: Callable[[], float] = time.time,
         on_running: Callable[[ev.JobRunning], None] | None = None,
+        access_for: Callable[[str], S3Access | None] = lambda _role: None,
     ) -> None:
-        """`on_running`: told of this host's JobRunning once it is stored."""
+        """`on_running`: told of this host's JobRunning once it is stored. `access_for`:
+        the object-store credentials of an execution role (None: it has none)."""
         self.record = record
+        self._access_for = access_for
         self._on_running = on_running
         self._runtime = runtime
         self._store = store
@@ -250,6 +255,7 @@ class AttemptRunner:
             exited.cancel()
             stop_asked.cancel()
             raise
+        outcome = await self._collect(outcome)
         await self._finish(outcome)
         self.cleanup = asyncio.get_running_loop().create_future()
         try:
@@ -303,6 +309,43 @@ class AttemptRunner:
             code = None
         tail = await job.log_tail()
         return self._failed(TIMEOUT_REASON, FailureClass.ALGORITHM_ERROR, code, tail)
+
+    async def _collect(self, outcome: Outcome) -> Outcome:
+        """The training job's outputs: its failure file becomes the reason of an
+        algorithm error, and its model and output data go to S3 however it ended. A
+        success whose model cannot be made durable is reported as a failure (the
+        client's for a refused upload, the host's for an unreachable store)."""
+        outputs = self.record.outputs
+        if outputs is None:
+            return outcome
+        if (
+            isinstance(outcome, ev.JobFailed)
+            and outcome.failure_class is FailureClass.ALGORITHM_ERROR
+            and outcome.reason != TIMEOUT_REASON
+        ):
+            written = await asyncio.to_thread(failure_reason, outputs)
+            if written:
+                outcome = msgspec.structs.replace(outcome, reason=f"AlgorithmError: {written}")
+        if not outputs.output_path or not outputs.uploads:
+            return outcome
+        succeeded = isinstance(outcome, ev.JobSucceeded)
+        try:
+            collected = await asyncio.to_thread(
+                collect, outputs, self._access_for(outputs.role_arn)
+            )
+        except (StoreClientError, StoreUnavailable, OSError) as err:
+            self._log("could not upload the outputs to %s: %s", outputs.output_path, err)
+            if not succeeded:
+                return outcome
+            if isinstance(err, StoreClientError):
+                reason = f"ClientError: uploading the model to {outputs.model_uri} failed: {err}"
+                return self._failed(reason, FailureClass.CLIENT_ERROR, 0)
+            reason = f"InfrastructureError: uploading the model failed: {err}"
+            return self._failed(reason, FailureClass.INFRASTRUCTURE_ERROR, 0)
+        if collected.model_artifacts:
+            self._log("model uploaded to %s", collected.model_artifacts)
+            outcome = msgspec.structs.replace(outcome, model_artifacts=collected.model_artifacts)
+        return outcome
 
     # ---- reports and the record -------------------------------------------------
     async def _report_running(

@@ -3,26 +3,19 @@
 from __future__ import annotations
 
 import json
-import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 import msgspec
 
+from qm_node_agent.contract import Contract, build_contract
 from qm_node_agent.errors import LaunchError
 from quartermaster.core import Job
+from quartermaster.objectstore import S3Access
 
 CACHE_ENV = "SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"
-INPUT_DIR = "/opt/ml/input/data"  # where a container sees its channels
-_CHANNEL_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-
-
-class InputChannel(msgspec.Struct, frozen=True):
-    """One `InputDataConfig` channel: staged from `source` (a host path) into INPUT_DIR/name."""
-
-    name: str
-    source: str
+ML_DIR = "/opt/ml"  # where the job sees its contract's tree
 
 
 class LaunchSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -37,7 +30,10 @@ class LaunchSpec(msgspec.Struct, frozen=True, kw_only=True):
     cache_dir: Path  # on the host
     work_dir: Path
     gpu_indexes: tuple[int, ...]
-    inputs: tuple[InputChannel, ...] = ()
+    contract: Contract
+    access: S3Access | None = None  # the job's role's object-store credentials
+    addresses: dict[str, str] = msgspec.field(default_factory=dict)  # gang host -> address
+    network_interface: str = "eth0"  # resourceconfig.json's network_interface_name
     volume_size_gb: int = 0
     keep_warm: bool = False  # the job may leave its host in a warm pool (keep-alive > 0)
 
@@ -57,8 +53,15 @@ def build_spec(
     gpu_indexes: tuple[int, ...],
     cache_dir: Path,
     work_dir: Path,
+    ml_dir: Path,
+    hosts_file: Path,
+    access_for: Callable[[str], S3Access | None] = lambda _role: None,
+    addresses: dict[str, str] | None = None,
+    network_interface: str = "eth0",
 ) -> LaunchSpec:
-    """Raises `LaunchError` (CLIENT_ERROR) when the payload cannot describe a run."""
+    """Raises `LaunchError` (CLIENT_ERROR) when the payload cannot describe a run.
+
+    `access_for`: the credentials an execution role maps to (None: it gets none)."""
     payload = _payload(job.payload)
     algorithm = _mapping(payload.get("AlgorithmSpecification"), "AlgorithmSpecification")
     image = algorithm.get("TrainingImage") or ""
@@ -66,11 +69,24 @@ def build_spec(
         raise LaunchError.client("AlgorithmSpecification.TrainingImage must be a string")
     user_env = _mapping(payload.get("Environment"), "Environment")
     visible = ",".join(str(index) for index in gpu_indexes)
+    contract = build_contract(
+        job,
+        payload,
+        host=host,
+        instance_type=instance_type,
+        ml_dir=str(ml_dir),
+        hosts_file=str(hosts_file),
+    )
+    access = access_for(contract.outputs.role_arn) if contract.outputs.role_arn else None
     environment = {str(name): _text(value) for name, value in user_env.items()}
+    if access is not None:
+        environment.update(access.environment())
+    environment.update(contract.environment())
     environment.update(
         {
-            "SM_HOSTS": json.dumps(list(job.hosts)),
-            "SM_CURRENT_HOST": host,
+            "SM_HOSTS": json.dumps(list(contract.hosts)),
+            "SM_CURRENT_HOST": contract.current_host,
+            "QM_HOST": host,
             "SM_CURRENT_INSTANCE_TYPE": instance_type,
             "SM_NUM_GPUS": str(len(gpu_indexes)),
             "CUDA_VISIBLE_DEVICES": visible,
@@ -91,55 +107,13 @@ def build_spec(
         cache_dir=cache_dir,
         work_dir=work_dir,
         gpu_indexes=gpu_indexes,
-        inputs=_inputs(payload.get("InputDataConfig")),
+        contract=contract,
+        access=access,
+        addresses=addresses or {},
+        network_interface=network_interface,
         volume_size_gb=_volume_size(payload.get("ResourceConfig")),
         keep_warm=job.keep_alive_seconds > 0,
     )
-
-
-def _inputs(value: object) -> tuple[InputChannel, ...]:
-    """Channels from a local path or a file:// URI (`S3DataSource.S3Uri` or
-    `FileSystemDataSource.DirectoryPath`); a host stages nothing from elsewhere."""
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise LaunchError.client("InputDataConfig must be a list")
-    channels: dict[str, InputChannel] = {}
-    for index, entry in enumerate(value):
-        where = f"InputDataConfig[{index}]"
-        channel = _mapping(entry, where)
-        name = channel.get("ChannelName")
-        if not isinstance(name, str) or not _CHANNEL_NAME.match(name) or name in (".", ".."):
-            raise LaunchError.client(f"{where}.ChannelName must match [A-Za-z0-9._-]{{1,64}}")
-        if name in channels:
-            raise LaunchError.client(f"{where}.ChannelName {name!r} is given twice")
-        source = _mapping(channel.get("DataSource"), f"{where}.DataSource")
-        s3 = _mapping(source.get("S3DataSource"), f"{where}.DataSource.S3DataSource")
-        fs = _mapping(
-            source.get("FileSystemDataSource"), f"{where}.DataSource.FileSystemDataSource"
-        )
-        uri = s3.get("S3Uri") or fs.get("DirectoryPath")
-        if not isinstance(uri, str) or not uri:
-            raise LaunchError.client(
-                f"{where}.DataSource needs S3DataSource.S3Uri or DirectoryPath"
-            )
-        channels[name] = InputChannel(name, _local_path(uri, where))
-    return tuple(channels.values())
-
-
-def _local_path(uri: str, where: str) -> str:
-    if uri.startswith("file://"):
-        parsed = urlparse(uri)
-        if parsed.netloc not in ("", "localhost"):
-            raise LaunchError.client(f"{where}: {uri} names another host")
-        path = unquote(parsed.path)
-    else:
-        path = uri
-    if not path.startswith("/"):
-        raise LaunchError.client(
-            f"{where}: {uri} is not a local path or file:// URI (this host stages only those)"
-        )
-    return path
 
 
 def _volume_size(value: object) -> int:

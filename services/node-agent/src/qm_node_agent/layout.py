@@ -8,6 +8,9 @@ DATA_DIR/jobs/<job>-<attempt>.exit          process runtime: the wrapper's exit 
 DATA_DIR/logs/<job>-<attempt>.log           an ended attempt's output, kept (capped)
 DATA_DIR/logs/<job>-<attempt>.json          a capped log: what of it was kept, and when it ended
 DATA_DIR/warmpool-cache/<chain>/            a warm pool chain's persistent cache
+DATA_DIR/opt-ml/<chain>/ml/                  the chain's /opt/ml tree (contract/stage.py)
+DATA_DIR/opt-ml/<chain>/hosts                its jobs' /etc/hosts (algo-1..algo-N)
+DATA_DIR/opt-ml/<chain>/staged.json          which objects its channels hold, by ETag
 DATA_DIR/spare/d<n>/, DATA_DIR/spare/f<n>    emptied folders and files kept for reuse (spares.py)
 """
 
@@ -38,9 +41,11 @@ class Layout:
         self.cache_root = data_dir / "warmpool-cache"
         self.logs = data_dir / "logs"
         self.spares = data_dir / "spare"
+        self.ml_root = data_dir / "opt-ml"
 
     def create(self) -> None:
-        for folder in (self.attempts, self.jobs, self.cache_root, self.logs, self.spares):
+        folders = (self.attempts, self.jobs, self.cache_root, self.logs, self.spares, self.ml_root)
+        for folder in folders:
             folder.mkdir(parents=True, exist_ok=True)
 
     @property
@@ -61,3 +66,9 @@ class Layout:
 
     def cache_dir(self, chain_id: str) -> Path:
         return self.cache_root / safe_name(chain_id)
+
+    def ml_dir(self, chain_id: str) -> Path:
+        return self.ml_root / safe_name(chain_id) / "ml"
+
+    def hosts_file(self, chain_id: str) -> Path:
+        return self.ml_root / safe_name(chain_id) / "hosts"

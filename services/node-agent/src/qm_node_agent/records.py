@@ -26,6 +26,7 @@ from pathlib import Path
 
 import msgspec
 
+from qm_node_agent.contract.spec import Outputs
 from qm_node_agent.layout import Layout
 from quartermaster import events as ev
 
@@ -53,6 +54,7 @@ class AttemptRecord(msgspec.Struct, frozen=True, kw_only=True):
     log_file: str = ""
     running_at: float | None = None  # when this host reported JobRunning
     outcome: Outcome | None = None  # the final report, saved before it is appended
+    outputs: Outputs | None = None  # where the training job's outputs go once it ends
 
     @property
     def key(self) -> Key:

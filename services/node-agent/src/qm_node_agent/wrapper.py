@@ -1,6 +1,6 @@
 """The process runtime's per-attempt wrapper: a POSIX shell script, not a Python process.
 
-    /bin/sh -c SCRIPT qm-wrapper EXIT_FILE LOG_FILE cmd [args...]
+    /bin/sh -c SCRIPT qm-wrapper EXIT_FILE LOG_FILE ML_DIR HOSTS_FILE cmd [args...]
 
 The agent starts the wrapper in a session of its own, so the job outlives an
 agent restart and one signal to the process group reaches the job and its
@@ -32,6 +32,8 @@ ARGV0 = "qm-wrapper"
 
 # A log the wrapper cannot open: the host's fault, reported in the exit file.
 LOG_ERROR = "cannot open the job's log file"
+# Its /opt/ml or /etc/hosts cannot be mounted in its namespace: the host's fault too.
+MOUNT_ERROR = "cannot mount the job's /opt/ml and /etc/hosts"
 
 # 126/127 without a runnable command is a start error (the client's), not the job's code.
 SCRIPT = r"""trap : TERM INT HUP
@@ -44,7 +46,14 @@ if [ -n "$2" ]; then
   fi
   exec >>"$2" 2>&1
 fi
-shift 2
+if [ -n "$3" ]; then
+  if ! mount --bind "$3" /opt/ml || ! mount --bind "$4" /etc/hosts; then
+    printf '{"exit_code": 1, "start_error": null, "infrastructure_error": "%s"}' \
+      "MOUNT_ERROR" >"$exit_file"
+    exit 1
+  fi
+fi
+shift 4
 "$@"
 code=$?
 start_error=null
@@ -60,11 +69,18 @@ if [ "$start_error" != null ]; then
 fi
 printf '{"exit_code": %d, "start_error": %s}' "$code" "$start_error" >"$exit_file"
 exit "$code"
-""".replace("LOG_ERROR", LOG_ERROR)
+""".replace("LOG_ERROR", LOG_ERROR).replace("MOUNT_ERROR", MOUNT_ERROR)
 
 
 def wrapper_argv(
-    exit_file: str, command: tuple[str, ...] | list[str], log_file: str = ""
+    exit_file: str,
+    command: tuple[str, ...] | list[str],
+    log_file: str = "",
+    ml_dir: str = "",
+    hosts_file: str = "",
 ) -> list[str]:
-    """The argv that runs `command` under the wrapper (the exit file is in it: see process.py)."""
-    return [SHELL, "-c", SCRIPT, ARGV0, exit_file, log_file, *command]
+    """The argv that runs `command` under the wrapper (the exit file is in it: see process.py).
+
+    `ml_dir`: bind-mounted at /opt/ml (and `hosts_file` at /etc/hosts) before the job
+    starts; the wrapper must then run in a mount namespace of its own (`unshare`)."""
+    return [SHELL, "-c", SCRIPT, ARGV0, exit_file, log_file, ml_dir, hosts_file, *command]

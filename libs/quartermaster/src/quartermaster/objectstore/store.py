@@ -10,6 +10,7 @@ caller's fault (`StoreClientError`) or the store's (`StoreUnavailable`).
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import datetime as dt
 import os
 import re
@@ -107,7 +108,7 @@ class ObjectStore:
             return store
 
     # ---- reads ----------------------------------------------------------------------
-    def list(self, where: S3Location) -> list[ObjectInfo]:
+    def list_objects(self, where: S3Location) -> list[ObjectInfo]:
         """Every object whose key starts with `where.key`, in key order."""
         found: list[ObjectInfo] = []
         with _classified(where.uri):
@@ -134,7 +135,7 @@ class ObjectStore:
         tmp = target.with_name(f".{target.name}.part")
         with _classified(where.uri):
             if size is None:
-                size = obstore.head(store, where.key)["size"]
+                size = int(obstore.head(store, where.key)["size"])
             with open(tmp, "wb") as handle:
                 if size > RANGED_ABOVE:
                     _ranged(store, where.key, size, handle.fileno())
@@ -216,32 +217,26 @@ def _ranged(store: S3Store, key: str, size: int, fd: int) -> None:
             future.result()
 
 
-class _classified:
+@contextlib.contextmanager
+def _classified(uri: str) -> Iterator[None]:
     """Turns obstore's errors into `StoreClientError` or `StoreUnavailable`."""
-
-    def __init__(self, uri: str) -> None:
-        self._uri = uri
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: object, error: BaseException | None, _tb: object) -> bool:
-        if error is None or isinstance(error, ObjectStoreError):
-            return False
-        if isinstance(error, NotFoundError | FileNotFoundError):
-            raise StoreClientError(f"{self._uri}: no such object") from error
-        if isinstance(error, PermissionDeniedError | UnauthenticatedError):
-            raise StoreClientError(f"{self._uri}: access denied") from error
-        if isinstance(error, BaseError):
-            text = str(error)
-            for code in _CLIENT_CODES:
-                if f"<Code>{code}</Code>" in text:
-                    raise StoreClientError(f"{self._uri}: {code}") from error
-            status = _STATUS.search(text)
-            if status is not None and 400 <= int(status.group(1)) < 500:
-                raise StoreClientError(f"{self._uri}: HTTP {status.group(1)}") from error
-            raise StoreUnavailable(f"{self._uri}: {_first_line(text)}") from error
-        return False
+    try:
+        yield
+    except ObjectStoreError:
+        raise
+    except (NotFoundError, FileNotFoundError) as error:
+        raise StoreClientError(f"{uri}: no such object") from error
+    except (PermissionDeniedError, UnauthenticatedError) as error:
+        raise StoreClientError(f"{uri}: access denied") from error
+    except BaseError as error:
+        text = str(error)
+        for code in _CLIENT_CODES:
+            if f"<Code>{code}</Code>" in text:
+                raise StoreClientError(f"{uri}: {code}") from error
+        status = _STATUS.search(text)
+        if status is not None and 400 <= int(status.group(1)) < 500:
+            raise StoreClientError(f"{uri}: HTTP {status.group(1)}") from error
+        raise StoreUnavailable(f"{uri}: {_first_line(text)}") from error
 
 
 def _first_line(text: str) -> str:

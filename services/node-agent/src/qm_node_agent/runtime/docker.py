@@ -26,8 +26,9 @@ import time
 import weakref
 from pathlib import Path
 
+from qm_node_agent.contract.stage import prepare
 from qm_node_agent.errors import LaunchError, RuntimeFailure
-from qm_node_agent.launch import INPUT_DIR, LaunchSpec
+from qm_node_agent.launch import ML_DIR, LaunchSpec
 from qm_node_agent.layout import CONTAINER_CACHE_DIR, safe_name
 from qm_node_agent.records import AttemptRecord
 from qm_node_agent.runtime.base import ExitStatus, tail
@@ -41,7 +42,6 @@ from qm_node_agent.runtime.sandbox import (
     SIZE_LABEL,
     ChainFiles,
     image_ref,
-    stage_inputs,
     write_job_script,
 )
 from qm_node_agent.settings import RuntimeKind
@@ -255,7 +255,13 @@ class DockerRuntime:
         if not warm:
             await self._ensure_volume(spec, files)
         t2 = time.perf_counter()
-        staged = await asyncio.to_thread(stage_inputs, files, spec.inputs)
+        staged = await asyncio.to_thread(
+            prepare,
+            spec.contract,
+            spec.access,
+            addresses=spec.addresses,
+            network_interface=spec.network_interface,
+        )
         t3 = time.perf_counter()
         command = list(spec.command)
         if not spec.entrypoint:  # the image's ENTRYPOINT, the job's arguments or its CMD
@@ -278,7 +284,7 @@ class DockerRuntime:
         phases = StartPhases(
             pull_s=0.0 if warm else t1 - t0,
             volume_s=0.0 if warm else t2 - t1,
-            staging_s=(t3 - t2) if staged else 0.0,
+            staging_s=(t3 - t2) if staged.channels else 0.0,
             container_s=t4 - t3,
             warm=warm,
         )
@@ -538,7 +544,10 @@ def create_args(
     for label in [*files.labels, *labels]:
         args += ["--label", label]
     args += ["--mount", f"type=volume,src={files.volume},dst={CONTAINER_CACHE_DIR}"]
-    args += ["-v", f"{files.inputs}:{INPUT_DIR}"]
+    # The contract's tree (config, channels, model, output) at /opt/ml, the gang's
+    # algo-i names in /etc/hosts; the cache and control mounts lie inside it.
+    args += ["-v", f"{spec.contract.outputs.ml_dir}:{ML_DIR}"]
+    args += ["-v", f"{spec.contract.hosts_file}:/etc/hosts:ro"]
     args += ["-v", f"{files.control}:{CONTROL_DIR}:ro"]
     if spec.gpu_indexes:
         devices = ",".join(str(index) for index in spec.gpu_indexes)

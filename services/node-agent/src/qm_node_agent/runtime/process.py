@@ -5,6 +5,13 @@ the job survives an agent restart; the restarted agent finds it by pid (checked
 against /proc/<pid>/cmdline; by its exit file in the cmdlines when the record
 holds no pid yet) and learns how it ended from the wrapper's exit file. The
 agent learns that a wrapper ended from a pidfd (no polling).
+
+Each job runs in a mount namespace of its own (`unshare --mount`, which execs the
+wrapper: same pid) where the wrapper bind-mounts the chain's /opt/ml tree at
+/opt/ml and the job's hosts file at /etc/hosts before the job starts, so scripts
+written for SageMaker run without containers. A host that cannot make mount
+namespaces (not root, no unshare) is named at agent start; its jobs then run
+without /opt/ml, with `QM_ML_DIR` naming the tree.
 """
 
 from __future__ import annotations
@@ -21,8 +28,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from qm_node_agent.contract.stage import prepare
 from qm_node_agent.errors import LaunchError, RuntimeFailure
-from qm_node_agent.launch import LaunchSpec
+from qm_node_agent.launch import ML_DIR, LaunchSpec
 from qm_node_agent.records import AttemptRecord
 from qm_node_agent.runtime.base import ExitStatus, tail
 from qm_node_agent.settings import RuntimeKind
@@ -115,10 +123,25 @@ class ProcessJob:
 class ProcessRuntime:
     kind = RuntimeKind.PROCESS.value
 
-    def __init__(self, spares: Spares, job_path: str = os.defpath) -> None:
-        """`spares`: the agent's kept folders and files (see spares.py)."""
+    def __init__(
+        self, spares: Spares, job_path: str = os.defpath, namespaces: bool | None = None
+    ) -> None:
+        """`spares`: the agent's kept folders and files (see spares.py). `namespaces`:
+        whether jobs get their own /opt/ml (None: if this host can make them)."""
         self._job_path = job_path
         self._spares = spares
+        self._unshare = shutil.which("unshare") or "unshare"
+        if namespaces is None:
+            problem = namespace_problem(self._unshare)
+            namespaces = problem is None
+            if problem is not None:
+                log.warning(
+                    "process runtime: jobs run WITHOUT their own /opt/ml and /etc/hosts: "
+                    "this host cannot make mount namespaces (%s); SageMaker training "
+                    "containers' scripts will not find their config (QM_ML_DIR names it)",
+                    problem,
+                )
+        self.namespaces = namespaces
 
     async def launch(self, spec: LaunchSpec, record: AttemptRecord) -> ProcessJob:
         command = spec.command
@@ -135,9 +158,25 @@ class ProcessRuntime:
         env = {"PATH": self._job_path, **spec.environment_with_cache(str(spec.cache_dir))}
         if not _resolvable(command[0], spec.work_dir, env["PATH"]):
             raise LaunchError.client(f"command not found: {command[0]}")
+        outputs = spec.contract.outputs
+        staged = await asyncio.to_thread(
+            prepare,
+            spec.contract,
+            spec.access,
+            addresses=spec.addresses,
+            network_interface=spec.network_interface,
+        )
+        if self.namespaces:
+            argv = [self._unshare, "--mount", "--propagation", "private"]
+            argv += wrapper_argv(
+                str(exit_file), command, record.log_file, outputs.ml_dir, spec.contract.hosts_file
+            )
+        else:
+            env["QM_ML_DIR"] = outputs.ml_dir
+            argv = wrapper_argv(str(exit_file), command, record.log_file)
         try:  # the wrapper opens the log itself: its creation is off the agent's loop
             popen = subprocess.Popen(
-                wrapper_argv(str(exit_file), command, record.log_file),
+                argv,
                 cwd=spec.work_dir,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -147,7 +186,10 @@ class ProcessRuntime:
             )
         except OSError as err:
             raise LaunchError.infrastructure(f"cannot start the job wrapper: {err}") from err
-        return ProcessJob(popen.pid, exit_file, Path(record.log_file), popen)
+        job = ProcessJob(popen.pid, exit_file, Path(record.log_file), popen)
+        if staged.channels:
+            job.start_phases = StartPhases(staging_s=staged.seconds, warm=False)
+        return job
 
     async def adopt(self, record: AttemptRecord) -> ProcessJob | None:
         exit_file = Path(record.exit_file)
@@ -164,6 +206,27 @@ class ProcessRuntime:
 
     async def release(self, keep: set[str]) -> None:
         """A process keeps only the chain's cache folder, which the agent deletes."""
+
+
+def namespace_problem(unshare: str) -> str | None:
+    """Why jobs cannot get a mount namespace with /opt/ml here, or None if they can."""
+    try:
+        os.makedirs(ML_DIR, exist_ok=True)  # the mount point
+    except OSError as err:
+        return f"cannot create {ML_DIR}: {err.strerror}"
+    probe = f"mount --bind {ML_DIR} {ML_DIR} && mount --bind /etc/hosts /etc/hosts"
+    try:
+        done = subprocess.run(
+            [unshare, "--mount", "--propagation", "private", SHELL, "-c", probe],
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"{unshare}: {err}"
+    if done.returncode != 0:
+        return done.stderr.decode(errors="replace").strip() or f"exit {done.returncode}"
+    return None
 
 
 async def _until_exited(pid: int) -> None:

@@ -1,8 +1,8 @@
 """What a docker host keeps for one warm pool chain, and the job script a sandbox runs.
 
-Per chain (`DATA_DIR/warm/<chain>/`): `inputs/` (the staged channels, seen at
-/opt/ml/input/data), `inputs.json` (which channels are staged from where),
-`control/job.sh` (the next job's environment and command, seen at /opt/ml/qm).
+Per chain (`DATA_DIR/warm/<chain>/`): `control/job.sh` (the next job's environment
+and command, seen at /opt/ml/qm; the chain's /opt/ml tree is the contract's, see
+contract/stage.py).
 In the engine: the volume `qm-vol-<host>-<chain>` (over the chain's persistent
 cache) and, between two jobs, the ready sandbox `qm-sandbox-<host>-<chain>`: a container
 created with every mount, whose entrypoint runs whatever job.sh says when it
@@ -11,15 +11,13 @@ starts. Pure file work here; the docker calls are in docker.py.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
-import shutil
 from pathlib import Path
 
 from qm_node_agent.errors import LaunchError
-from qm_node_agent.launch import InputChannel, LaunchSpec
+from qm_node_agent.launch import LaunchSpec
 from qm_node_agent.layout import safe_name
 
 CHAIN_LABEL = "org.quartermaster.warm-chain"
@@ -38,46 +36,13 @@ class ChainFiles:
         self.host_id = host_id
         owner = f"{safe_name(host_id)}-" if host_id else ""  # a chain may span hosts
         self.dir = root / safe_name(chain_id)
-        self.inputs = self.dir / "inputs"
-        self.manifest = self.dir / "inputs.json"
         self.control = self.dir / "control"
         self.sandbox = SANDBOX_PREFIX + owner + safe_name(chain_id)
         self.volume = VOLUME_PREFIX + owner + safe_name(chain_id)
         self.labels = [f"{CHAIN_LABEL}={chain_id}", f"{HOST_LABEL}={host_id}"]
 
     def create(self) -> None:
-        for folder in (self.inputs, self.control):
-            folder.mkdir(parents=True, exist_ok=True)
-
-
-def stage_inputs(files: ChainFiles, channels: tuple[InputChannel, ...]) -> bool:
-    """Copy the channels into the chain's input folder; False when they are staged already."""
-    wanted = {channel.name: channel.source for channel in channels}
-    try:
-        staged = json.loads(files.manifest.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        staged = None
-    if staged == wanted:
-        return False
-    for channel in channels:
-        if not os.path.exists(channel.source):
-            raise LaunchError.client(
-                f"InputDataConfig channel {channel.name!r}: {channel.source} does not exist"
-            )
-    files.manifest.unlink(missing_ok=True)  # a crash half way stages again next time
-    shutil.rmtree(files.inputs, ignore_errors=True)
-    files.inputs.mkdir(parents=True)
-    for channel in channels:
-        target = files.inputs / channel.name
-        if os.path.isdir(channel.source):
-            shutil.copytree(channel.source, target, symlinks=True)
-        else:
-            target.mkdir()
-            shutil.copy2(channel.source, target)
-    tmp = files.manifest.with_suffix(".tmp")
-    tmp.write_text(json.dumps(wanted), encoding="utf-8")
-    os.replace(tmp, files.manifest)
-    return True
+        self.control.mkdir(parents=True, exist_ok=True)
 
 
 def write_job_script(files: ChainFiles, spec: LaunchSpec, command: list[str], cache: str) -> None:
