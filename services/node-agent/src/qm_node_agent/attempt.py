@@ -19,6 +19,7 @@ from typing import TypeVar
 
 import msgspec
 
+from qm_node_agent.contract.checkpoints import CheckpointSync, Round
 from qm_node_agent.contract.outputs import collect, failure_reason
 from qm_node_agent.errors import LaunchError, RuntimeFailure
 from qm_node_agent.launch import LaunchSpec
@@ -38,6 +39,9 @@ TIMEOUT_REASON = "Job attempt duration exceeded timeout"
 LOST_REASON = "node agent restarted and lost the attempt"
 # A start that takes longer (a pull, a container) shows STARTING on its own meanwhile.
 STARTING_AFTER_S = 0.05
+CHECKPOINT_SCAN_S = 2.0  # how often a running job's checkpoint folder is mirrored
+CHECKPOINT_BACKOFF_MAX_S = 60.0
+CHECKPOINT_FLUSH_MIN_S = 30.0  # the final flush may take the stop grace, at least this
 E = TypeVar("E", bound=ev.Event)
 
 
@@ -93,11 +97,13 @@ class AttemptRunner:
         clock: Callable[[], float] = time.time,
         on_running: Callable[[ev.JobRunning], None] | None = None,
         access_for: Callable[[str], S3Access | None] = lambda _role: None,
+        checkpointed: Callable[[AttemptRecord, Round], Awaitable[None]] | None = None,
     ) -> None:
         """`on_running`: told of this host's JobRunning once it is stored. `access_for`:
         the object-store credentials of an execution role (None: it has none)."""
         self.record = record
         self._access_for = access_for
+        self._checkpointed = checkpointed
         self._on_running = on_running
         self._runtime = runtime
         self._store = store
@@ -105,6 +111,7 @@ class AttemptRunner:
         self._grace_s = grace_s
         self._clock = clock
         self._stop = asyncio.Event()
+        self._sync: CheckpointSync | None = None
         self.stop_reason = ""
         # The span this host's reports are made under (none unless the job is traced).
         self._spans: list[traces.Span] = []
@@ -232,6 +239,20 @@ class AttemptRunner:
 
     # ---- supervision -----------------------------------------------------------
     async def _supervise(self, job: RunningJob, running_at: float, timeout_s: int | None) -> None:
+        mirror = self._mirror()
+        try:
+            await self._watch(job, running_at, timeout_s, mirror)
+        finally:
+            if mirror is not None:
+                mirror.cancel()
+
+    async def _watch(
+        self,
+        job: RunningJob,
+        running_at: float,
+        timeout_s: int | None,
+        mirror: asyncio.Task[None] | None,
+    ) -> None:
         exited = asyncio.create_task(job.wait(), name=f"wait {self.key}")
         stop_asked = asyncio.create_task(self._stop.wait())
         remaining = None if timeout_s is None else running_at + timeout_s - self._clock()
@@ -255,6 +276,9 @@ class AttemptRunner:
             exited.cancel()
             stop_asked.cancel()
             raise
+        if mirror is not None:
+            mirror.cancel()
+            await self._flush_checkpoints()
         outcome = await self._collect(outcome)
         await self._finish(outcome)
         self.cleanup = asyncio.get_running_loop().create_future()
@@ -309,6 +333,60 @@ class AttemptRunner:
             code = None
         tail = await job.log_tail()
         return self._failed(TIMEOUT_REASON, FailureClass.ALGORITHM_ERROR, code, tail)
+
+    def _checkpoint_sync(self) -> CheckpointSync | None:
+        outputs = self.record.outputs
+        if outputs is None or outputs.checkpoints is None or not outputs.uploads:
+            return None
+        access = self._access_for(outputs.role_arn)
+        if access is None:
+            return None
+        if self._sync is None:
+            self._sync = CheckpointSync(outputs.checkpoints, access, self._clock)
+        return self._sync
+
+    def _mirror(self) -> asyncio.Task[None] | None:
+        """Mirror the job's checkpoints while it runs (None: it keeps none)."""
+        sync = self._checkpoint_sync()
+        if sync is None:
+            return None
+        return asyncio.create_task(self._mirror_loop(sync), name=f"checkpoints {self.key}")
+
+    async def _mirror_loop(self, sync: CheckpointSync) -> None:
+        delay = CHECKPOINT_SCAN_S
+        while True:
+            await asyncio.sleep(delay)
+            try:
+                done = await asyncio.to_thread(sync.sync)
+            except (StoreClientError, StoreUnavailable, OSError) as err:
+                delay = min(delay * 2, CHECKPOINT_BACKOFF_MAX_S)  # retried, not reported
+                self._log("checkpoint upload failed (next try in %.0fs): %s", delay, err)
+                continue
+            delay = CHECKPOINT_SCAN_S
+            if done is not None:
+                await self._report_checkpoint(done)
+
+    async def _flush_checkpoints(self) -> None:
+        """The job has ended: send what it wrote last, before its end is reported."""
+        sync = self._checkpoint_sync()
+        if sync is None:
+            return
+        limit = max(self._grace_s, CHECKPOINT_FLUSH_MIN_S)
+        try:
+            done = await asyncio.wait_for(asyncio.to_thread(sync.sync, flush=True), limit)
+        except (StoreClientError, StoreUnavailable, OSError, TimeoutError) as err:
+            self._log("final checkpoint upload failed: %s", err)
+            return
+        if done is not None:
+            await self._report_checkpoint(done)
+
+    async def _report_checkpoint(self, done: Round) -> None:
+        self._log("checkpoint uploaded: %d bytes, %d files", done.bytes, done.files)
+        if self._checkpointed is not None:
+            try:
+                await self._checkpointed(self.record, done)
+            except Exception as err:  # the next round reports again
+                self._log("checkpoint report failed: %s", err)
 
     async def _collect(self, outcome: Outcome) -> Outcome:
         """The training job's outputs: its failure file becomes the reason of an

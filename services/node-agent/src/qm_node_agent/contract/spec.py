@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from qm_node_agent.contract.checkpoints import Checkpoints, checkpoints_of
 from qm_node_agent.errors import LaunchError
 from quartermaster.core import Job
 from quartermaster.core.training_job import training_job_arn, training_job_name
@@ -62,6 +63,8 @@ class Outputs(msgspec.Struct, frozen=True, kw_only=True):
     output_path: str = ""  # OutputDataConfig.S3OutputPath ("": outputs stay on the host)
     role_arn: str = ""
     uploads: bool = True  # the gang's first host uploads; the others keep theirs
+    # Restored on every host, mirrored to S3 by the uploading one while the job runs.
+    checkpoints: Checkpoints | None = None
 
     @property
     def model_uri(self) -> str:
@@ -153,6 +156,7 @@ def build_contract(
             output_path=output_path,
             role_arn=str(payload.get("RoleArn") or ""),
             uploads=current == "algo-1",
+            checkpoints=checkpoints_of(payload, ml_dir),  # restored on every host
         ),
         hosts_file=hosts_file,
     )

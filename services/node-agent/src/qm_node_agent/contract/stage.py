@@ -24,6 +24,7 @@ from typing import Any
 
 import msgspec
 
+from qm_node_agent.contract.checkpoints import restore
 from qm_node_agent.contract.host import resolve
 from qm_node_agent.contract.spec import Channel, Contract
 from qm_node_agent.errors import LaunchError
@@ -44,6 +45,7 @@ class Staged(msgspec.Struct, frozen=True):
     bytes: int  # downloaded or copied now
     seconds: float
     channels: int  # channels (re)staged now; 0: all were there already
+    restored: int = 0  # checkpoint bytes restored
 
 
 class _ChannelRecord(msgspec.Struct):
@@ -70,7 +72,18 @@ def prepare(
     _write_json(config / "inputdataconfig.json", contract.input_data_config())
     _write_json(config / "resourceconfig.json", contract.resource_config(network_interface))
     _write_hosts(Path(contract.hosts_file), contract, addresses)
-    return _stage_channels(ml, contract, access)
+    staged = _stage_channels(ml, contract, access)
+    checkpoints = contract.outputs.checkpoints
+    if checkpoints is None:
+        return staged
+    started = time.perf_counter()
+    restored = restore(checkpoints, access)
+    return Staged(
+        staged.bytes + restored,
+        staged.seconds + time.perf_counter() - started,
+        staged.channels,
+        restored,
+    )
 
 
 def _write_json(path: Path, value: Any) -> None:
