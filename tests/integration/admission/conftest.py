@@ -63,19 +63,23 @@ async def start_admission(jetstream_log: JetStreamLog, pg_dsn: str) -> AsyncIter
     `start_admission()` runs the projector in-process (reads wait on it);
     `start_admission(projector=False)` waits on the stored position instead, like a
     replica whose projection runs elsewhere; `page_token_secret` keys its page tokens
-    (replicas given the same one accept each other's tokens).
+    (replicas given the same one accept each other's tokens); `roles_file` is
+    `Settings.roles_file` (the execution roles jobs may name).
     """
     pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=16)
     await Projector(pool, SCHEMA).prepare()
     cleanups: list[Callable[[], Awaitable[None]]] = []
 
-    async def start(*, projector: bool = True, page_token_secret: str = "") -> Client:
+    async def start(
+        *, projector: bool = True, page_token_secret: str = "", roles_file: str = ""
+    ) -> Client:
         settings = Settings(
             stream=jetstream_log.stream,
             subject_prefix=jetstream_log.prefix,
             pg_schema=SCHEMA,
             read_timeout_seconds=10.0,
             page_token_secret=page_token_secret,
+            roles_file=roles_file,
         )
         read_model = ReadModel(pool, SCHEMA)
         follower = LogFollower(jetstream_log)

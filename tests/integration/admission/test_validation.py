@@ -117,6 +117,16 @@ def resources(**fields: Any) -> str:
     return payload(ResourceConfig={"InstanceType": UNIT, "InstanceCount": 1, **fields})
 
 
+def channel(name: str = "train", uri: str = "s3://data/train/", **fields: Any) -> dict[str, Any]:
+    """An InputDataConfig channel reading `uri` (S3DataSource; `S3=` fields go into it)."""
+    source = {"S3Uri": uri, **fields.pop("S3", {})}
+    return {"ChannelName": name, "DataSource": {"S3DataSource": source}, **fields}
+
+
+def channels(*entries: dict[str, Any], **overrides: Any) -> str:
+    return payload(InputDataConfig=list(entries), **overrides)
+
+
 def limit(unit: str = UNIT, n: int = 1) -> pb.CapacityLimit:
     return pb.CapacityLimit(capacity_unit=unit, max_capacity=n)
 
@@ -231,6 +241,8 @@ LEND, LAB, RESERVE = (
     pb.SHARING_STRATEGY_LEND_AND_BORROW,
     pb.SHARING_STRATEGY_RESERVE,
 )
+IDC = f"{P}.InputDataConfig"
+S3DS = f"{IDC}[0].DataSource.S3DataSource"
 case = pytest.param
 
 # fmt: off
@@ -377,6 +389,79 @@ REJECTED = [
          f"{P}.EnableNetworkIsolation", id="submit-isolation-text"),
     case(submit(service_request_payload=payload(RoleArn=7)), INVALID, f"{P}.RoleArn",
          id="submit-role-a-number"),
+    # SubmitServiceJob: where the training data comes from and goes
+    case(submit(service_request_payload=payload(InputDataConfig=channel())), INVALID, IDC,
+         id="submit-channels-not-a-list"),
+    case(submit(service_request_payload=payload(InputDataConfig=["train"])), INVALID,
+         f"{IDC}[0]", id="submit-channel-a-string"),
+    case(submit(service_request_payload=channels({"DataSource": {}})), INVALID,
+         f"{IDC}[0].ChannelName", id="submit-channel-without-name"),
+    case(submit(service_request_payload=channels(channel("tr ain"))), INVALID,
+         f"{IDC}[0].ChannelName", id="submit-channel-name-space"),
+    case(submit(service_request_payload=channels(channel("c" * 65))), INVALID,
+         f"{IDC}[0].ChannelName", id="submit-channel-name-65"),
+    case(submit(service_request_payload=channels(channel(".."))), INVALID,
+         f"{IDC}[0].ChannelName", id="submit-channel-name-dotdot"),
+    case(submit(service_request_payload=channels(channel(), channel("eval"), channel())),
+         INVALID, f"{IDC}[2].ChannelName", id="submit-channel-twice"),
+    case(submit(service_request_payload=channels(channel(InputMode="Pipe"))), INVALID,
+         f"{IDC}[0].InputMode", id="submit-channel-pipe-mode"),
+    case(submit(service_request_payload=channels(channel(InputMode="Stream"))), INVALID,
+         f"{IDC}[0].InputMode", id="submit-channel-unknown-mode"),
+    case(submit(service_request_payload=payload(
+        AlgorithmSpecification={"TrainingInputMode": "Pipe"})), INVALID,
+         f"{P}.AlgorithmSpecification.TrainingInputMode", id="submit-job-pipe-mode"),
+    case(submit(service_request_payload=channels(channel(ContentType=5))), INVALID,
+         f"{IDC}[0].ContentType", id="submit-channel-content-type-number"),
+    case(submit(service_request_payload=channels({"ChannelName": "train"})), INVALID,
+         f"{IDC}[0].DataSource", id="submit-channel-without-source"),
+    case(submit(service_request_payload=channels({"ChannelName": "train", "DataSource": {
+        "S3DataSource": {"S3Uri": "s3://data/x"},
+        "FileSystemDataSource": {"DirectoryPath": "/data"}}})), INVALID,
+         f"{IDC}[0].DataSource", id="submit-channel-two-sources"),
+    case(submit(service_request_payload=channels(channel(uri=""))), INVALID, f"{S3DS}.S3Uri",
+         id="submit-channel-no-uri"),
+    case(submit(service_request_payload=channels(channel(uri="s3://Data_Bucket/x"))), INVALID,
+         f"{S3DS}.S3Uri", id="submit-channel-bad-bucket"),
+    case(submit(service_request_payload=channels(channel(uri="https://data/x"))), INVALID,
+         f"{S3DS}.S3Uri", id="submit-channel-http-uri"),
+    case(submit(service_request_payload=channels(channel(uri="data/train"))), INVALID,
+         f"{S3DS}.S3Uri", id="submit-channel-relative-path"),
+    case(submit(service_request_payload=channels(channel(uri="file://other/data"))), INVALID,
+         f"{S3DS}.S3Uri", id="submit-channel-file-uri-of-another-host"),
+    case(submit(service_request_payload=channels(channel(uri="file://[x/data"))), INVALID,
+         f"{S3DS}.S3Uri", id="submit-channel-file-uri-unparsable"),
+    case(submit(service_request_payload=channels(channel(S3={"S3DataType":
+        "AugmentedManifestFile"}))), INVALID, f"{S3DS}.S3DataType",
+         id="submit-channel-augmented-manifest"),
+    case(submit(service_request_payload=channels(channel(S3={"S3DistributionType": "Random"}))),
+         INVALID, f"{S3DS}.S3DistributionType", id="submit-channel-unknown-distribution"),
+    case(submit(service_request_payload=channels({"ChannelName": "train", "DataSource": {
+        "FileSystemDataSource": {"DirectoryPath": "data/train"}}})), INVALID,
+         f"{IDC}[0].DataSource.FileSystemDataSource.DirectoryPath",
+         id="submit-channel-relative-directory"),
+    case(submit(service_request_payload=payload(OutputDataConfig="s3://out/")), INVALID,
+         f"{P}.OutputDataConfig", id="submit-output-a-string"),
+    case(submit(service_request_payload=payload(OutputDataConfig={"S3OutputPath": "/out"})),
+         INVALID, f"{P}.OutputDataConfig.S3OutputPath", id="submit-output-local"),
+    case(submit(service_request_payload=payload(OutputDataConfig={"S3OutputPath": "s3://o"})),
+         INVALID, f"{P}.OutputDataConfig.S3OutputPath", id="submit-output-bad-bucket"),
+    case(submit(service_request_payload=payload(CheckpointConfig={"LocalPath": "/ckpt"})),
+         INVALID, f"{P}.CheckpointConfig.S3Uri", id="submit-checkpoint-without-uri"),
+    case(submit(service_request_payload=payload(CheckpointConfig={"S3Uri": "ckpt/"})),
+         INVALID, f"{P}.CheckpointConfig.S3Uri", id="submit-checkpoint-not-s3"),
+    case(submit(service_request_payload=payload(CheckpointConfig={
+        "S3Uri": "s3://ckpt/a/", "LocalPath": "ckpt"})), INVALID,
+         f"{P}.CheckpointConfig.LocalPath", id="submit-checkpoint-relative-local-path"),
+    case(submit(service_request_payload=payload(CheckpointConfig={
+        "S3Uri": "s3://ckpt/a/", "LocalPath": "/opt/ml/../../etc"})), INVALID,
+         f"{P}.CheckpointConfig.LocalPath", id="submit-checkpoint-local-path-dotdot"),
+    case(submit(service_request_payload=payload(HyperParameters=["lr=1"])), INVALID,
+         f"{P}.HyperParameters", id="submit-hyperparameters-a-list"),
+    case(submit(service_request_payload=payload(HyperParameters={"epochs": "3", "lr": 0.1})),
+         INVALID, f"{P}.HyperParameters.lr", id="submit-hyperparameter-a-number"),
+    case(submit(service_request_payload=payload(HyperParameters={"learning rate": None})),
+         INVALID, f'{P}.HyperParameters["learning rate"]', id="submit-hyperparameter-null"),
     case(submit(service_request_payload=resources(InstanceType="ml.p4d.24xlarge")), INVALID,
          f"{RC}.InstanceType", id="submit-type-not-in-environment"),
     case(submit(job_queue="qoff", quota_share_name="S"), PRECONDITION, "job_queue",
@@ -416,6 +501,121 @@ def test_an_invalid_request_is_rejected_with_its_code_and_field(
         validate(request_, state)
 
     assert (rejected.value.code, rejected.value.field) == (code, field), rejected.value.message
+
+
+def test_a_pipe_mode_refusal_says_which_modes_work(state: State) -> None:
+    request = submit(service_request_payload=channels(channel(InputMode="Pipe")))
+
+    with pytest.raises(RequestRejected) as rejected:
+        validate(request, state)
+
+    assert rejected.value.message == "Pipe mode is not supported; use File or FastFile"
+
+
+def test_an_s3_uri_refusal_says_what_is_wrong_with_it(state: State) -> None:
+    request = submit(service_request_payload=channels(channel(uri="s3://Data_Bucket/x")))
+
+    with pytest.raises(RequestRejected) as rejected:
+        validate(request, state)
+
+    assert "bucket 'Data_Bucket' is not a valid S3 bucket name" in rejected.value.message
+
+
+def test_s3_and_local_channels_outputs_and_checkpoints_are_accepted(state: State) -> None:
+    local_dir = {"FileSystemDataSource": {"DirectoryPath": "/srv/data/eval"}}
+    request = submit(
+        service_request_payload=channels(
+            channel(
+                "train", S3={"S3DataType": "S3Prefix", "S3DistributionType": "FullyReplicated"}
+            ),
+            channel(
+                "manifest",
+                "s3://data/train.manifest",
+                InputMode="FastFile",
+                S3={"S3DataType": "ManifestFile", "S3DistributionType": "ShardedByS3Key"},
+            ),
+            channel("local", "/srv/data/train", InputMode="File", ContentType="text/csv"),
+            channel("file-uri", "file:///srv/data/test"),
+            channel("localhost.uri_1", "file://localhost/srv/data/x"),
+            {"ChannelName": "eval", "DataSource": local_dir},
+            AlgorithmSpecification={"TrainingInputMode": "FastFile"},
+            OutputDataConfig={"S3OutputPath": "s3://models/out/"},
+            CheckpointConfig={"S3Uri": "s3://ckpt/run-1/", "LocalPath": "/opt/ml/checkpoints"},
+            HyperParameters={"epochs": "3", "learning rate": "0.1"},
+        )
+    )
+
+    (event,) = validate(request, state)
+
+    assert isinstance(event, ev.JobSubmitted)
+    assert event.payload == request.service_request_payload  # kept as given
+
+
+def submit_with_roles(request: Request, state: State, roles: frozenset[str] | None) -> Any:
+    return validation.submit_job(
+        request,
+        state,
+        job_id="new-job",
+        at=NOW,
+        max_keep_alive_seconds=MAX_KEEP_ALIVE,
+        known_roles=roles,
+    )
+
+
+ROLE = "arn:aws:iam::000000000000:role/quartermaster"
+OTHER_ROLE = "arn:aws:iam::000000000000:role/other"
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        pytest.param({"RoleArn": OTHER_ROLE}, id="unknown-role"),
+        pytest.param({"InputDataConfig": [channel()]}, id="s3-channel-without-role"),
+        pytest.param(
+            {"OutputDataConfig": {"S3OutputPath": "s3://models/"}}, id="s3-output-without-role"
+        ),
+        pytest.param(
+            {"CheckpointConfig": {"S3Uri": "s3://ckpt/a/"}}, id="s3-checkpoint-without-role"
+        ),
+    ],
+)
+def test_with_a_roles_file_a_job_needs_one_of_its_roles(state: State, doc: dict[str, Any]) -> None:
+    request = submit(service_request_payload=payload(**doc))
+
+    with pytest.raises(RequestRejected) as rejected:
+        submit_with_roles(request, state, frozenset({ROLE}))
+
+    assert (rejected.value.code, rejected.value.field) == (INVALID, f"{P}.RoleArn")
+    if "RoleArn" in doc:
+        assert OTHER_ROLE in rejected.value.message
+
+
+@pytest.mark.parametrize(
+    ("doc", "roles"),
+    [
+        pytest.param(
+            {"RoleArn": ROLE, "InputDataConfig": [channel()]}, frozenset({ROLE}), id="known-role"
+        ),
+        pytest.param(
+            {"InputDataConfig": [channel(uri="/srv/data")]},
+            frozenset({ROLE}),
+            id="local-channel-without-role",
+        ),
+        pytest.param({}, frozenset({ROLE}), id="no-data-no-role"),
+        pytest.param(
+            {"RoleArn": OTHER_ROLE, "InputDataConfig": [channel()]},
+            None,
+            id="no-roles-file-any-role",
+        ),
+        pytest.param({"InputDataConfig": [channel()]}, None, id="no-roles-file-no-role"),
+    ],
+)
+def test_a_role_the_stack_knows_or_no_roles_file_is_accepted(
+    state: State, doc: dict[str, Any], roles: frozenset[str] | None
+) -> None:
+    (event,) = submit_with_roles(submit(service_request_payload=payload(**doc)), state, roles)
+
+    assert isinstance(event, ev.JobSubmitted)
 
 
 def test_every_writing_rpc_has_rejection_cases() -> None:

@@ -25,6 +25,7 @@ from qm_admission.joblogs import AgentLogs
 from qm_admission.metered import MeteredInterceptor
 from qm_admission.ports import PositionPort, ReadModelPort
 from qm_admission.reflection import enable_reflection
+from qm_admission.roles import RoleFile
 from qm_admission.screening import request_screen
 from qm_admission.servicers import (
     Backends,
@@ -81,6 +82,8 @@ async def create_server(
     Create it before `follower.start()` to let `WatchServiceJobs` resume from any
     recent sequence of the log (the watch hub then sees the whole history).
     """
+    # Read first: a roles file that cannot be read stops the start before anything runs.
+    roles = RoleFile(settings.roles_file) if settings.roles_file else None
     writer = RequestWriter(event_log, follower, catch_up_timeout=settings.read_timeout_seconds)
     hub = JobWatchHub(follower)
     liveness = LivenessWatch(event_log.nc, event_log.js, event_log.stream)
@@ -93,6 +96,7 @@ async def create_server(
         read_model=read_model,
         hub=hub,
         liveness=liveness,
+        roles=roles,
     )
     # The request screen stays last (innermost): it checks each request before its servicer.
     screen = request_screen(settings.page_token_secret)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from qm_admission import access, validation
 from qm_admission.errors import RequestRejected, already_exists
 from qm_admission.ports import ReadModelPort
+from qm_admission.roles import RoleFile, known_roles
 from qm_admission.tokens import job_id_for_token, new_job_id, request_hash, submit_msg_id
 from qm_admission.translate import job_reply
 from qm_admission.writer import Plan, signed
@@ -37,10 +38,12 @@ class SubmissionPlanner:
         max_keep_alive_seconds: int,
         *,
         require_command: bool = False,
+        roles: RoleFile | None = None,
     ) -> None:
         self._read_model = read_model
         self._max_keep_alive_seconds = max_keep_alive_seconds
         self._require_command = require_command
+        self._roles = roles
 
     async def plan(
         self, requests: list[pb.SubmitServiceJobRequest], state: State, now: float
@@ -132,6 +135,7 @@ class SubmissionPlanner:
             at=at,
             max_keep_alive_seconds=self._max_keep_alive_seconds,
             require_command=self._require_command,
+            known_roles=known_roles(self._roles),
         )
         return events
 

@@ -9,6 +9,7 @@ import msgspec
 
 from qm_admission.consistency import Consistency, announce, seq_in_trailer
 from qm_admission.ports import ReadModelPort
+from qm_admission.roles import RoleFile
 from qm_admission.settings import Settings
 from qm_admission.watch import JobWatchHub
 from qm_admission.writer import Plan, RequestWriter, Written
@@ -28,6 +29,7 @@ class Backends(msgspec.Struct, frozen=True, kw_only=True):
     read_model: ReadModelPort
     hub: JobWatchHub
     liveness: LivenessWatch | None = None  # hosts' heartbeats (a KV bucket, not the log)
+    roles: RoleFile | None = None  # the execution roles jobs may name (None: any)
 
 
 async def write(backends: Backends, context: Any, validate: Validator) -> Written[None]:

@@ -12,6 +12,7 @@ from qm_admission import access, queries, validation
 from qm_admission.consistency import announce, seq_in_trailer
 from qm_admission.errors import Code, RequestRejected, invalid, not_found
 from qm_admission.group_commit import SubmitGroups
+from qm_admission.roles import known_roles
 from qm_admission.servicers.base import Backends, write
 from qm_admission.submission import Outcome, SubmissionPlanner
 from qm_admission.tokens import new_job_id
@@ -35,6 +36,7 @@ class ServiceJobs(rpc.ServiceJobsServicer):
             backends.read_model,
             backends.settings.max_keep_alive_seconds,
             require_command=backends.settings.require_command,
+            roles=backends.roles,
         )
         # A group's requests encode to about twice their protobuf size in the envelope.
         self.submit_groups = SubmitGroups(
@@ -72,6 +74,7 @@ class ServiceJobs(rpc.ServiceJobsServicer):
             at=time.time(),
             max_keep_alive_seconds=self._b.settings.max_keep_alive_seconds,
             require_command=self._b.settings.require_command,
+            known_roles=known_roles(self._b.roles),
         )
         submitted = next(e for e in events if isinstance(e, ev.JobSubmitted))
         result = dry_run(state, submitted)

@@ -162,7 +162,7 @@ def _check_json_paths(value: Any, at: str) -> None:
         elif isinstance(item, dict):
             children = []
             for key, child in item.items():
-                child_path = _json_key_path(path, key)
+                child_path = json_key_path(path, key)
                 check_text(child_path, key, "key ")
                 children.append((child, child_path, depth + 1))
             todo.extend(reversed(children))  # popped in document order
@@ -222,7 +222,8 @@ def _map_key_path(path: str, key: object) -> str:
     return f"{path}[{quoted}]"
 
 
-def _json_key_path(path: str, key: str) -> str:
+def json_key_path(path: str, key: str) -> str:
+    """`path.key` for a plain key, `path["key"]` (JSON-quoted) otherwise."""
     if _PLAIN_KEY.fullmatch(key):
         return f"{path}.{key}"
     return _map_key_path(path, key)

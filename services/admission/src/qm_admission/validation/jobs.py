@@ -47,9 +47,11 @@ def submit_job(
     at: float,
     max_keep_alive_seconds: int,
     require_command: bool = False,
+    known_roles: frozenset[str] | None = None,
 ) -> list[ev.Event]:
     """The `JobSubmitted` of a valid submission; `job_id` and `at` come from the caller.
-    `require_command`: hosts run processes, so the job must say what to run."""
+    `require_command`: hosts run processes, so the job must say what to run.
+    `known_roles`: the execution roles hosts hold credentials for (None: any role)."""
     name = check_name("job_name", request.job_name)
     queue = common.queue(state, "job_queue", request.job_queue)
     share = common.share(state, queue.name, "quota_share_name", request.quota_share_name)
@@ -63,7 +65,7 @@ def submit_job(
         raise invalid("timeout_config.attempt_duration_seconds", "must be >= 0 (0 = no limit)")
     _check_tags(request.tags)
     token = check_client_token(request.client_token)
-    resources = parse_payload(request.service_request_payload, max_keep_alive_seconds)
+    resources = parse_payload(request.service_request_payload, max_keep_alive_seconds, known_roles)
     env = state.environments.get(queue.environment)
     units = env.max_capacity if env is not None else {}
     if resources.instance_type not in units:
