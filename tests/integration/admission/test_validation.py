@@ -456,6 +456,12 @@ REJECTED = [
     case(submit(service_request_payload=payload(CheckpointConfig={
         "S3Uri": "s3://ckpt/a/", "LocalPath": "/opt/ml/../../etc"})), INVALID,
          f"{P}.CheckpointConfig.LocalPath", id="submit-checkpoint-local-path-dotdot"),
+    case(submit(service_request_payload=payload(CheckpointConfig={
+        "S3Uri": "s3://ckpt/a/", "LocalPath": "/tmp/ckpt"})), INVALID,
+         f"{P}.CheckpointConfig.LocalPath", id="submit-checkpoint-local-path-outside-opt-ml"),
+    case(submit(service_request_payload=payload(CheckpointConfig={
+        "S3Uri": "s3://ckpt/a/", "LocalPath": "/opt/ml"})), INVALID,
+         f"{P}.CheckpointConfig.LocalPath", id="submit-checkpoint-local-path-opt-ml-itself"),
     case(submit(service_request_payload=payload(HyperParameters=["lr=1"])), INVALID,
          f"{P}.HyperParameters", id="submit-hyperparameters-a-list"),
     case(submit(service_request_payload=payload(HyperParameters={"epochs": "3", "lr": 0.1})),

@@ -10,6 +10,7 @@ of a development stack read them from their own disk.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -24,6 +25,9 @@ _CHANNEL_NAME = re.compile(r"[A-Za-z0-9.\-_]{1,64}")
 INPUT_MODES = ("File", "FastFile")  # FastFile is staged as File
 DATA_TYPES = ("S3Prefix", "ManifestFile")
 DISTRIBUTIONS = ("FullyReplicated", "ShardedByS3Key")
+# Hosts restore checkpoints inside the job's /opt/ml tree (as the node agent places them).
+ML_DIR = "/opt/ml/"
+DEFAULT_CHECKPOINT_PATH = "/opt/ml/checkpoints"
 
 
 def check_training_data(doc: dict[str, Any], at: str) -> bool:
@@ -161,9 +165,13 @@ def _checkpoint(doc: dict[str, Any], at: str) -> bool:
     at = f"{at}.CheckpointConfig"
     _s3_uri(config, "S3Uri", at, required=True)
     local = a_string(config, "LocalPath", at)
-    if local is not None and (not local.startswith("/") or ".." in local.split("/")):
+    if local is not None and (
+        ".." in local.split("/") or not posixpath.normpath(local).startswith(ML_DIR)
+    ):
         raise invalid(
-            f"{at}.LocalPath", f"must be an absolute path without '..' parts, got {local!r}"
+            f"{at}.LocalPath",
+            f"must be a path under {ML_DIR} (the job's tree; default "
+            f"{DEFAULT_CHECKPOINT_PATH}) without '..' parts, got {local!r}",
         )
     return True
 
