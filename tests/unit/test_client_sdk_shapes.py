@@ -48,6 +48,27 @@ def test_a_job_detail_reads_as_describe_service_job_does_in_boto3() -> None:
     assert shown["preemptionSummary"] == {"preemptedAttemptCount": 1}
     assert shown["warmPoolStatus"] == {"status": "AVAILABLE"}
     assert shown["tags"] == {"team": "a"}
+
+
+def test_an_attempt_shows_its_training_job_and_model() -> None:
+    attempt = pb.ServiceJobAttemptDetail(
+        host_ids=["node-1"],
+        training_job_name="train-1a2b3c4d-1",
+        training_job_arn="arn:aws:sagemaker:us-east-1:000000000000:training-job/train-1a2b3c4d-1",
+        model_artifacts="s3://models/train-1a2b3c4d-1/output/model.tar.gz",
+    )
+    shown = job_detail(pb.ServiceJobDetail(job_id="j1", attempts=[attempt]))
+
+    assert shown["attempts"] == [
+        {
+            "hostIds": ["node-1"],
+            "trainingJobName": "train-1a2b3c4d-1",
+            "trainingJobArn": (
+                "arn:aws:sagemaker:us-east-1:000000000000:training-job/train-1a2b3c4d-1"
+            ),
+            "modelArtifacts": "s3://models/train-1a2b3c4d-1/output/model.tar.gz",
+        }
+    ]
     assert "stoppedAt" not in shown and "waitReason" not in shown
     json.dumps(shown)  # plain data
 

@@ -37,8 +37,9 @@ async def refused(c: Client, method: Any, request: Any) -> tuple[grpc.StatusCode
     return error.code(), field_of(error)
 
 
-async def run_job(c: Client, job_id: str, *, finish: bool) -> int:
-    """Register h1, dispatch `job_id` on it, report it RUNNING (and SUCCEEDED); the last seq."""
+async def run_job(c: Client, job_id: str, *, finish: bool, model: str = "") -> int:
+    """Register h1, dispatch `job_id` on it, report it RUNNING (and SUCCEEDED, with the
+    `model` it uploaded); the last seq."""
     now = time.time()
     prefix = c.log.prefix
     await c.log.append(
@@ -53,7 +54,9 @@ async def run_job(c: Client, job_id: str, *, finish: bool) -> int:
     )
     reports: list[ev.Event] = [ev.JobRunning(at=now + 1, job_id=job_id, attempt=1, host="h1")]
     if finish:
-        reports.append(ev.JobSucceeded(at=now + 2, job_id=job_id, attempt=1, host="h1"))
+        reports.append(
+            ev.JobSucceeded(at=now + 2, job_id=job_id, attempt=1, host="h1", model_artifacts=model)
+        )
     return await c.log.append(
         subjects.reports("h1", prefix), encode_batch(reports), msg_id=f"report-{job_id}"
     )
@@ -468,7 +471,9 @@ async def test_a_finished_job_keeps_its_usage_and_shows_its_latest_attempt(
     await set_up_queue(c)
     job_id = await submit(c)
     waiting = await submit(c, job("waiting"))
-    seq = await run_job(c, job_id, finish=True)
+    training_job = f"train-{job_id[:8]}-1"  # <job name>-<id8>-<attempt>, as the host names it
+    model = f"s3://models/out/{training_job}/output/model.tar.gz"
+    seq = await run_job(c, job_id, finish=True, model=model)
 
     detail = (
         await c.call(
@@ -492,9 +497,15 @@ async def test_a_finished_job_keeps_its_usage_and_shows_its_latest_attempt(
     assert [(u.capacity_unit, u.quantity) for u in detail.capacity_usage] == [(UNIT, 1)]
     assert list(detail.latest_attempt.host_ids) == ["h1"]
     assert detail.latest_attempt.stopped_at > 0
+    assert [a.training_job_name for a in detail.attempts] == [training_job]
+    assert detail.latest_attempt.training_job_arn == (
+        f"arn:aws:sagemaker:us-east-1:000000000000:training-job/{training_job}"
+    )
+    assert detail.latest_attempt.model_artifacts == model
     assert detail.scheduled_at > 0
     assert [s.job_id for s in summary] == [job_id]
     assert summary[0].latest_attempt.host_ids == ["h1"]
+    assert summary[0].latest_attempt.training_job_name == training_job
     assert list((await describe(c, waiting)).capacity_usage) == []  # holds nothing yet
     (front,) = snapshot.front_of_queue
     assert front.job_id == waiting

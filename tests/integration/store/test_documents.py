@@ -13,7 +13,7 @@ from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.core import State
 from quartermaster.store import arns
 from quartermaster.store import documents as docs
-from quartermaster.testing.builders import a_job
+from quartermaster.testing.builders import World, a_job
 
 from .histories import seed_history
 
@@ -68,6 +68,37 @@ def test_a_running_job_holds_its_units_and_a_retried_job_lists_both_attempts(
     ]
     assert flaky.retry_strategy.attempts == 2
     assert flaky.stopped_at > 0
+
+
+def test_each_attempt_is_a_training_job_named_by_its_number(state: State) -> None:
+    job = state.jobs["flaky"]
+    flaky = strict(docs.job_doc(state, job), pb.ServiceJobDetail())
+    names = [f"flaky-{job.job_id[:8]}-1", f"flaky-{job.job_id[:8]}-2"]
+    assert [a.training_job_name for a in flaky.attempts] == names
+    assert [a.training_job_arn for a in flaky.attempts] == [
+        f"arn:aws:sagemaker:us-east-1:000000000000:training-job/{name}" for name in names
+    ]
+    assert flaky.latest_attempt.training_job_name == names[1]
+    assert [a.model_artifacts for a in flaky.attempts] == ["", ""]  # none uploaded
+    med = strict(docs.job_doc(state, state.jobs["med"]), pb.ServiceJobDetail())
+    (preempted,) = med.preemption_summary.recent_preempted_attempts
+    assert preempted.training_job_name == med.attempts[0].training_job_name
+
+
+def test_an_attempt_shows_the_model_it_uploaded() -> None:
+    w = World().environment(ml_g5_xlarge=1).queue().hosts(1)
+    w.share("QS1", 1, "RESERVE")
+    job_id = w.submit(a_job(name="train"))
+    w.pass_()
+    w.start(job_id)
+    host = w.job(job_id).hosts[0]
+    model = f"s3://models/out/train-{job_id[:8]}-1/output/model.tar.gz"
+    w.apply(ev.JobSucceeded(at=w.clock, job_id=job_id, attempt=1, host=host, model_artifacts=model))
+
+    detail = strict(docs.job_doc(w.state, w.job(job_id)), pb.ServiceJobDetail())
+
+    assert detail.latest_attempt.model_artifacts == model
+    assert detail.latest_attempt.training_job_name == f"train-{job_id[:8]}-1"
 
 
 def test_a_terminated_job_is_failed_and_marked_terminated(state: State) -> None:

@@ -552,6 +552,8 @@ def _succeeded(state: State, e: ev.JobSucceeded) -> None:
     job.ended_hosts = ended = (*ended, host)
     if e.exit_code is not None:
         job.attempts[-1].exit_code = e.exit_code
+    if e.model_artifacts:  # only the host that uploads the model names it
+        job.attempts[-1].model_artifacts = e.model_artifacts
     if len(ended) == len(hosts):
         lifecycle.finalize(state, job, e.at)
 
@@ -566,6 +568,8 @@ def _failed(state: State, e: ev.JobFailed) -> None:
         job.failure_reason = e.reason
         job.failure_exit_code = e.exit_code
         job.attempts[-1].log_tail = e.log_tail
+    if e.model_artifacts:
+        job.attempts[-1].model_artifacts = e.model_artifacts
     if job.stop_cause is None and len(job.ended_hosts) + 1 < len(job.hosts):
         lifecycle.request_stop(state, job, STOP_PEER_FAILED, e.reason)
     lifecycle.host_ended(state, e.job_id, e.attempt, e.host, e.at, exit_code=e.exit_code)
@@ -573,7 +577,12 @@ def _failed(state: State, e: ev.JobFailed) -> None:
 
 @_on(ev.JobStopConfirmed)
 def _stop_confirmed(state: State, e: ev.JobStopConfirmed) -> None:
-    lifecycle.host_ended(state, e.job_id, e.attempt, e.host, e.at, exit_code=e.exit_code)
+    job = lifecycle.current(state, e.job_id, e.attempt)
+    if job is None:
+        return
+    if e.model_artifacts and e.host in job.hosts and e.host not in job.ended_hosts:
+        job.attempts[-1].model_artifacts = e.model_artifacts
+    lifecycle.end_on_host(state, job, e.host, e.at, e.exit_code)
 
 
 # ---- hosts ---------------------------------------------------------------

@@ -133,6 +133,7 @@ class Attempt(msgspec.Struct, array_like=True, gc=False):
     exit_code: int | None = None
     log_tail: str = ""
     start_phases: StartPhases | None = None  # from the report that made the attempt RUNNING
+    model_artifacts: str = ""  # s3:// URI of its model.tar.gz, from the host that uploaded it
 
 
 class Job(msgspec.Struct, array_like=True, gc=False):

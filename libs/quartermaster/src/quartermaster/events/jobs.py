@@ -133,6 +133,7 @@ class JobStopConfirmed(Event, frozen=True, tag="job.stop_confirmed"):
     attempt: int
     host: str
     exit_code: int | None = None
+    model_artifacts: str = ""  # the attempt's model.tar.gz as uploaded (s3://); "": none
 
 
 class JobStarting(Event, frozen=True, tag="job.starting"):
@@ -163,6 +164,7 @@ class JobSucceeded(Event, frozen=True, tag="job.succeeded"):
     attempt: int
     host: str
     exit_code: int = 0
+    model_artifacts: str = ""  # the attempt's model.tar.gz as uploaded (s3://); "": none
 
 
 class JobFailed(Event, frozen=True, tag="job.failed"):
@@ -175,6 +177,7 @@ class JobFailed(Event, frozen=True, tag="job.failed"):
     failure_class: FailureClass = FailureClass.ALGORITHM_ERROR
     exit_code: int | None = None
     log_tail: str = ""
+    model_artifacts: str = ""  # the attempt's model.tar.gz as uploaded (s3://); "": none
 
 
 class JobRetried(Event, frozen=True, tag="job.retried"):

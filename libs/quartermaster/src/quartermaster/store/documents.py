@@ -23,6 +23,7 @@ from quartermaster.core.model import (
     WarmPoolStatus,
 )
 from quartermaster.core.state import State
+from quartermaster.core.training_job import training_job_arn, training_job_name
 from quartermaster.core.wait_reasons import WaitReason
 from quartermaster.events import SharingStrategy
 from quartermaster.store import arns
@@ -71,12 +72,18 @@ def pool_status_name(status: WarmPoolStatus) -> str:
 # ---- jobs -------------------------------------------------------------------------
 
 
-def attempt_doc(attempt: Attempt) -> Doc:
+def attempt_doc(job: Job, attempt: Attempt) -> Doc:
+    """`ServiceJobAttemptDetail`: each attempt is a training job, named from the job and
+    the attempt's number (the one its hosts were dispatched with, as they name it)."""
+    name = training_job_name(job.job_name, job.job_id, attempt.number)
     doc: Doc = {
         "host_ids": list(attempt.hosts),
         "started_at": epoch_ms(attempt.started_at),
         "stopped_at": epoch_ms(attempt.stopped_at),
         "status_reason": attempt.status_reason,
+        "training_job_name": name,
+        "training_job_arn": training_job_arn(name),
+        "model_artifacts": attempt.model_artifacts,
     }
     if attempt.exit_code is not None:
         doc["exit_code"] = attempt.exit_code
@@ -152,10 +159,10 @@ def job_doc(state: State, job: Job) -> Doc:
         "submitted_by": job.submitted_by,
         "priority_updated_by": job.priority_updated_by,
         "terminated_by": job.terminated_by,
-        "attempts": [attempt_doc(a) for a in job.attempts],
+        "attempts": [attempt_doc(job, a) for a in job.attempts],
         "preemption_summary": {
             "preempted_attempt_count": job.preempted_count,
-            "recent_preempted_attempts": [attempt_doc(a) for a in job.recent_preemptions],
+            "recent_preempted_attempts": [attempt_doc(job, a) for a in job.recent_preemptions],
         },
         "capacity_usage": _capacity_usage(job),
         "scheduled_at": epoch_ms(job.attempts[-1].dispatched_at) if job.attempts else 0,
@@ -167,7 +174,7 @@ def job_doc(state: State, job: Job) -> Doc:
         "service_request_payload": job.payload,
     }
     if job.attempts:
-        doc["latest_attempt"] = attempt_doc(job.attempts[-1])
+        doc["latest_attempt"] = attempt_doc(job, job.attempts[-1])
     pool = state.pools.get(job.job_id)
     if pool is not None:
         doc["warm_pool_status"] = warm_pool_status_doc(pool)

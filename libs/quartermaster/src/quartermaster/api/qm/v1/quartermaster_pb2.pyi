@@ -846,20 +846,26 @@ class DescribeServiceJobRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
 class ServiceJobAttemptDetail(_message.Message):
-    __slots__ = ("host_ids", "started_at", "stopped_at", "status_reason", "exit_code", "start_phases")
+    __slots__ = ("host_ids", "started_at", "stopped_at", "status_reason", "exit_code", "start_phases", "training_job_name", "training_job_arn", "model_artifacts")
     HOST_IDS_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     STOPPED_AT_FIELD_NUMBER: _ClassVar[int]
     STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     START_PHASES_FIELD_NUMBER: _ClassVar[int]
+    TRAINING_JOB_NAME_FIELD_NUMBER: _ClassVar[int]
+    TRAINING_JOB_ARN_FIELD_NUMBER: _ClassVar[int]
+    MODEL_ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
     host_ids: _containers.RepeatedScalarFieldContainer[str]
     started_at: int
     stopped_at: int
     status_reason: str
     exit_code: int
     start_phases: AttemptStartPhases
-    def __init__(self, host_ids: _Optional[_Iterable[str]] = ..., started_at: _Optional[int] = ..., stopped_at: _Optional[int] = ..., status_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_phases: _Optional[_Union[AttemptStartPhases, _Mapping]] = ...) -> None: ...
+    training_job_name: str
+    training_job_arn: str
+    model_artifacts: str
+    def __init__(self, host_ids: _Optional[_Iterable[str]] = ..., started_at: _Optional[int] = ..., stopped_at: _Optional[int] = ..., status_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_phases: _Optional[_Union[AttemptStartPhases, _Mapping]] = ..., training_job_name: _Optional[str] = ..., training_job_arn: _Optional[str] = ..., model_artifacts: _Optional[str] = ...) -> None: ...
 
 class AttemptStartPhases(_message.Message):
     __slots__ = ("pull_seconds", "volume_seconds", "staging_seconds", "container_seconds", "warm")
