@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,12 @@ ENTRY_FIELDS = {
     "client_token",
     "environment",
     "tags",
+    "channels",
+    "output_path",
+    "hyperparameters",
+    "role",
+    "checkpoint_s3",
+    "checkpoint_local",
 }
 
 
@@ -58,6 +64,11 @@ def submission(entry: Mapping[str, Any]) -> pb.SubmitServiceJobRequest:
             "no command: give the job's command after `--` (e.g. `-- python train.py`), "
             "or --image for an image's own entrypoint"
         )
+    environment = {str(k): str(v) for k, v in dict(entry.get("environment") or {}).items()}
+    environment.update(dict(entry.get("env_vars") or ()))
+    extra: dict[str, Any] = {}
+    if entry.get("role"):
+        extra["role_arn"] = str(entry["role"])
     payload = training_job(
         image=entry.get("image") or "",
         command=command,
@@ -65,7 +76,15 @@ def submission(entry: Mapping[str, Any]) -> pb.SubmitServiceJobRequest:
         instance_count=int(entry.get("count") or 1),
         keep_alive_seconds=int(entry.get("keep_alive") or 0),
         max_runtime_seconds=entry.get("max_runtime"),
-        environment=dict(entry.get("environment") or {}),
+        environment=environment,
+        hyperparameters={
+            str(k): str(v) for k, v in dict(entry.get("hyperparameters") or ()).items()
+        },
+        channels={str(k): str(v) for k, v in dict(entry.get("channels") or ()).items()},
+        output_path=entry.get("output_path") or None,
+        checkpoint_s3_uri=entry.get("checkpoint_s3") or None,
+        checkpoint_local_path=entry.get("checkpoint_local") or None,
+        **extra,
     )
     request = pb.SubmitServiceJobRequest(
         job_name=str(entry["name"]),
@@ -82,6 +101,14 @@ def submission(entry: Mapping[str, Any]) -> pb.SubmitServiceJobRequest:
     if entry.get("timeout"):
         request.timeout_config.attempt_duration_seconds = int(entry["timeout"])
     return request
+
+
+def _strings(pairs: Mapping[Any, Any] | Iterable[tuple[Any, Any]] | None) -> dict[str, str]:
+    """{name: value} from a mapping (a submit-many line) or NAME=VALUE pairs (flags)."""
+    if not pairs:
+        return {}
+    items = pairs.items() if isinstance(pairs, Mapping) else pairs
+    return {str(k): str(v) for k, v in items}
 
 
 def job_submit(c: Quartermaster, a: argparse.Namespace) -> int:

@@ -363,6 +363,51 @@ def _submit_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=int, default=None, help="attempt duration limit, seconds")
     p.add_argument("--attempts", type=int, default=None, help="retry strategy attempts (1-10)")
     p.add_argument("--client-token", default=None, help="idempotency token")
+    # The training-job contract: what the host stages before the entrypoint starts, and
+    # where it puts the model once the job ends.
+    p.add_argument(
+        "--channel",
+        dest="channels",
+        action="append",
+        type=key_value,
+        metavar="NAME=URI",
+        help="an input channel staged into /opt/ml/input/data/NAME (s3://, file:// or a "
+        "host path; repeatable)",
+    )
+    p.add_argument("--output-path", default=None, help="S3OutputPath: model.tar.gz goes under it")
+    p.add_argument(
+        "--hyperparameter",
+        dest="hyperparameters",
+        action="append",
+        type=key_value,
+        metavar="KEY=VALUE",
+        help="a hyperparameter (repeatable)",
+    )
+    p.add_argument(
+        "--env",
+        dest="env_vars",
+        action="append",
+        type=key_value,
+        metavar="NAME=VALUE",
+        help="an environment variable of the job (repeatable)",
+    )
+    p.add_argument("--role", default=None, help="RoleArn: selects the job's store credentials")
+    p.add_argument(
+        "--checkpoint-s3", default=None, help="CheckpointConfig.S3Uri (restored at each start)"
+    )
+    p.add_argument(
+        "--checkpoint-local",
+        default=None,
+        help="CheckpointConfig.LocalPath (default: /opt/ml/checkpoints)",
+    )
+
+
+def key_value(text: str) -> tuple[str, str]:
+    """`NAME=VALUE` (the value may hold `=`)."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    return name, value
 
 
 def parser() -> argparse.ArgumentParser:

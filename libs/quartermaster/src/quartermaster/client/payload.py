@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -18,8 +18,14 @@ def training_job(
     max_runtime_seconds: int | None = None,
     volume_size_gb: int = 30,
     hyperparameters: dict[str, str] | None = None,
+    channels: Mapping[str, str] | None = None,
+    output_path: str | None = None,
+    checkpoint_s3_uri: str | None = None,
+    checkpoint_local_path: str | None = None,
 ) -> dict[str, Any]:
-    """A training-job request: `command` is the container entrypoint plus its arguments."""
+    """A training-job request: `command` is the container entrypoint plus its arguments;
+    `channels`: {name: URI} (s3://, file:// or a host path), each staged into
+    /opt/ml/input/data/<name>; `output_path`: the S3OutputPath of the model."""
     payload: dict[str, Any] = {
         "AlgorithmSpecification": {
             "TrainingImage": image,
@@ -39,4 +45,28 @@ def training_job(
     }
     if max_runtime_seconds is not None:
         payload["StoppingCondition"] = {"MaxRuntimeInSeconds": max_runtime_seconds}
+    if channels:
+        payload["InputDataConfig"] = [input_channel(name, uri) for name, uri in channels.items()]
+    if output_path:
+        payload["OutputDataConfig"] = {"S3OutputPath": output_path}
+    if checkpoint_s3_uri:
+        checkpoint = {"S3Uri": checkpoint_s3_uri}
+        if checkpoint_local_path:
+            checkpoint["LocalPath"] = checkpoint_local_path
+        payload["CheckpointConfig"] = checkpoint
     return payload
+
+
+def input_channel(name: str, uri: str) -> dict[str, Any]:
+    """One InputDataConfig channel (File mode, every host gets all of it)."""
+    return {
+        "ChannelName": name,
+        "InputMode": "File",
+        "DataSource": {
+            "S3DataSource": {
+                "S3DataType": "S3Prefix",
+                "S3Uri": uri,
+                "S3DistributionType": "FullyReplicated",
+            }
+        },
+    }

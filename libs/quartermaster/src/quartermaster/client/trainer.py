@@ -16,6 +16,8 @@ from typing import Any
 
 import msgspec
 
+from quartermaster.client.payload import input_channel
+
 DEFAULT_ROLE = "arn:aws:iam::000000000000:role/quartermaster"
 
 
@@ -44,13 +46,7 @@ def _channels(inputs: Any) -> list[dict[str, Any]]:
     if inputs is None:
         return []
     named = {"training": inputs} if isinstance(inputs, str) else dict(inputs)
-    return [
-        {
-            "ChannelName": name,
-            "DataSource": {"S3DataSource": {"S3Uri": str(uri), "S3DataType": "S3Prefix"}},
-        }
-        for name, uri in named.items()
-    ]
+    return [input_channel(name, str(uri)) for name, uri in named.items()]
 
 
 class ModelTrainer:
