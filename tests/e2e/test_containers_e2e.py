@@ -1,4 +1,5 @@
-"""The seed scenario on the stack as containers (`quartermaster.testing.containers`).
+"""The seed scenario on the stack as containers (`quartermaster.testing.containers`), and
+objects kept in its S3 store.
 
 The images are those of deploy/images/build-images.sh (and build-test-images.sh for
 the job image of the docker runtime); without them, or without an engine, the tests
@@ -8,13 +9,18 @@ skip with the reason, and fail instead when `CI` is set.
 from __future__ import annotations
 
 import asyncio
+import io
 import os
+import tarfile
 
 import grpc
+import msgspec
 import pytest
 from scenario import LONG, UNIT, play_seed_scenario, setup_queue, status, until
 
 from quartermaster.client import Quartermaster, QuartermasterError, training_job
+from quartermaster.objectstore import RoleMap, StoreClientError, parse_s3_uri
+from quartermaster.objectstore.store import ObjectStore
 from quartermaster.testing.container_parts import missing_images as missing
 from quartermaster.testing.containers import (
     STACK_LABEL,
@@ -92,7 +98,7 @@ async def stream_replicas(urls: str) -> int:
 def test_seed_scenario_on_a_secured_stack_of_containers() -> None:
     stack = QuartermasterStack()
     with stack:
-        assert len(containers_of(stack)) == 1 + 1 + 1 + 2 + 1 + 3
+        assert len(containers_of(stack)) == 1 + 1 + 1 + 1 + 2 + 1 + 3
         assert stack.credentials_dir is not None
         ca = stack.credentials_dir / "ca.pem"
         forged = Quartermaster(stack.address, 5, token="forged", ca_file=ca)
@@ -106,6 +112,44 @@ def test_seed_scenario_on_a_secured_stack_of_containers() -> None:
             for name in ("admission", "scheduler-1", "scheduler-2", *stack.host_ids):
                 print(f"--- {name}\n{stack.logs(name)}")
             raise
+    assert containers_of(stack) == []
+
+
+def exec_python(stack: QuartermasterStack, name: str, code: str) -> str:
+    """Run `code` with the service image's Python inside part `name`; its stdout."""
+    done = stack.containers[name].exec(["/opt/qm/bin/python", "-c", code])
+    output = done.output.decode(errors="replace")
+    assert done.exit_code == 0, f"{name}: {output}"
+    return output
+
+
+def test_the_stack_s_store_keeps_objects_and_its_role_map_reaches_the_services() -> None:
+    stack = QuartermasterStack(nodes=1, schedulers=1, secure=False)
+    with stack:
+        access = stack.s3_access
+        assert access.endpoint_url.startswith("http://127.0.0.1:")
+        assert stack.role_map.default_role == stack.role_arn
+        assert stack.role_map.access(stack.role_arn) == access
+        store = ObjectStore(access)
+        store.create_bucket("qm-containers")
+        where = parse_s3_uri("s3://qm-containers/data/train/part-0000.bin")
+        payload = os.urandom(2 * 1024 * 1024 + 3)
+        store.put_bytes(where, payload)
+        assert store.get_bytes(where) == payload
+        listed = store.list_objects(parse_s3_uri("s3://qm-containers/data/"))
+        assert [(o.key, o.size) for o in listed] == [("data/train/part-0000.bin", len(payload))]
+        # Other keys are refused by the store: the keys in the map are its only identity.
+        forged = ObjectStore(msgspec.structs.replace(access, secret_access_key="0" * 64))
+        with pytest.raises(StoreClientError):
+            forged.get_bytes(where)
+        read = "import os, msgspec; from quartermaster.objectstore import RoleMap; "
+        read += "print(msgspec.json.encode(RoleMap.load(os.environ[{!r}])).decode())"
+        for name, variable in [
+            ("admission", "QM_ADMISSION_ROLES_FILE"),
+            ("node-1", "QM_NODE_ROLES_FILE"),
+        ]:
+            seen = exec_python(stack, name, read.format(variable))
+            assert msgspec.json.decode(seen.strip(), type=RoleMap) == stack.role_map, name
     assert containers_of(stack) == []
 
 
@@ -178,3 +222,47 @@ def test_the_standby_scheduler_takes_over_when_the_leader_is_killed() -> None:
         killed = stack.containers[first_leader].get_wrapped_container()
         killed.reload()
         assert killed.status == "exited", "a killed scheduler is not restarted by its policy"
+
+
+def test_a_docker_job_reads_its_channel_from_the_store_and_its_model_lands_there() -> None:
+    """The training-job contract against the stack's own store: the agent stages the input
+    channel with the role map's keys, and uploads /opt/ml/model as model.tar.gz."""
+    need(missing([JOB_IMAGE]), "deploy/images/build-test-images.sh")
+    stack = QuartermasterStack(nodes=1, schedulers=1, secure=False, runtime="docker")
+    with stack:
+        store = ObjectStore(stack.s3_access)
+        store.create_bucket("qm-jobs")
+        data = os.urandom(64).hex().encode()
+        store.put_bytes(parse_s3_uri("s3://qm-jobs/input/train/data.txt"), data)
+        queue = setup_queue(stack.client, 1, [("A", 1, "RESERVE", None, False)])
+        script = "cp /opt/ml/input/data/train/data.txt /opt/ml/model/model.txt"
+        job = training_job(image=JOB_IMAGE, command=["sh", "-c", script], instance_type=UNIT)
+        job["InputDataConfig"] = [
+            {
+                "ChannelName": "train",
+                "DataSource": {
+                    "S3DataSource": {
+                        "S3DataType": "S3Prefix",
+                        "S3Uri": "s3://qm-jobs/input/train/",
+                    }
+                },
+            }
+        ]
+        job["OutputDataConfig"] = {"S3OutputPath": "s3://qm-jobs/output"}
+        submitted = queue.submit(job, job_name="staged", quota_share_name="A")
+        try:
+            described = submitted.wait(timeout=90)
+            assert described["status"] == "SUCCEEDED", described
+        except AssertionError:
+            print(stack.logs("node-1"))
+            raise
+        models = [
+            o.key
+            for o in store.list_objects(parse_s3_uri("s3://qm-jobs/output/"))
+            if o.key.endswith("/output/model.tar.gz")
+        ]
+        assert len(models) == 1, models
+        archive = store.get_bytes(parse_s3_uri(f"s3://qm-jobs/{models[0]}"))
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            member = tar.extractfile("model.txt") or tar.extractfile("./model.txt")
+            assert member is not None and member.read() == data

@@ -50,3 +50,22 @@ def test_an_image_user_given_by_name_is_refused() -> None:
 def test_free_ports_are_distinct() -> None:
     ports = free_ports(20)
     assert len(set(ports)) == 20
+
+
+def test_free_ports_with_an_offset_have_that_port_free_too() -> None:
+    import socket
+
+    ports = free_ports(4, offset=10000)
+    assert len(set(ports)) == 4
+    for port in ports:
+        assert port + 10000 <= 65535
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port + 10000))
+
+
+def test_the_store_s_access_needs_a_started_stack() -> None:
+    stack = QuartermasterStack()
+    with pytest.raises(RuntimeError, match="not started"):
+        _ = stack.s3_access
+    assert stack.role_arn == "arn:aws:iam::000000000000:role/quartermaster"
+    assert QuartermasterStack(extra_env={"seaweedfs": {"S3_REGION": "eu-west-1"}}).extra_env

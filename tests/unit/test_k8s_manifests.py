@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
+import msgspec
 import pytest
 import yaml
 
@@ -223,3 +224,41 @@ def test_every_secret_the_manifests_need_is_documented() -> None:
     assert needed
     for name in sorted(needed):
         assert name in readme, f"deploy/README.md does not say how to create {name}"
+
+
+def role_map_readers() -> list[tuple[dict[str, Any], str]]:
+    """The workloads that read the role map, with the variable that names its file."""
+    readers = [(w, "QM_ADMISSION_ROLES_FILE") for w in named("Deployment", "qm-admission")]
+    agents = [d for d in named("DaemonSet") if "node-agent" in d["metadata"]["name"]]
+    return readers + [(agent, "QM_NODE_ROLES_FILE") for agent in agents]
+
+
+@pytest.mark.parametrize(
+    ("workload", "variable"), role_map_readers(), ids=lambda x: x if isinstance(x, str) else ""
+)
+def test_the_role_map_is_roles_json_of_the_object_store_secret(
+    workload: dict[str, Any], variable: str
+) -> None:
+    """Admission (refuses unknown roles) and the agents (hand jobs the keys) read the same
+    external store's map: key roles.json of Secret qm-object-store, mounted read-only."""
+    path = Path(env_value(workload, variable))
+    (container,) = containers(workload)
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == str(path.parent)]
+    assert mount["readOnly"] is True
+    (volume,) = [v for v in pod(workload)["volumes"] if v["name"] == mount["name"]]
+    secret = volume["secret"]
+    assert secret["secretName"] == "qm-object-store"
+    keys = {item["path"]: item["key"] for item in secret.get("items", [])}
+    assert keys.get(path.name, path.name) == "roles.json"
+    # Readable by the pod's user through its group, and no one else.
+    assert secret["defaultMode"] == 0o440
+    assert pod(workload)["securityContext"]["fsGroup"] == 10001
+
+
+def test_the_documented_role_map_is_one_the_services_read() -> None:
+    from quartermaster.objectstore import RoleMap
+
+    readme = (DEPLOY / "README.md").read_text()
+    (example,) = re.findall(r"cat > roles\.json <<'EOF'\n(.*?)\nEOF\n", readme, re.S)
+    roles = msgspec.json.decode(example, type=RoleMap)
+    assert roles.default_access is not None

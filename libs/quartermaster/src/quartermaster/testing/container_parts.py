@@ -41,15 +41,26 @@ class StackStartError(RuntimeError):
     """A part of the stack did not come up; the message carries the tail of its log."""
 
 
-def free_ports(count: int) -> list[int]:
-    """`count` distinct free TCP ports on 127.0.0.1 (held open together, then released)."""
-    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+def free_ports(count: int, offset: int = 0) -> list[int]:
+    """`count` distinct free TCP ports on 127.0.0.1 (held open together, then released);
+    with `offset`, each port + `offset` is free as well (SeaweedFS serves gRPC there)."""
+    held: list[socket.socket] = []
+    found: list[int] = []
     try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in sockets]
+        while len(found) < count:
+            held.append(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            held[-1].bind(("127.0.0.1", 0))
+            port = int(held[-1].getsockname()[1])
+            if offset:
+                held.append(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+                try:
+                    held[-1].bind(("127.0.0.1", port + offset))
+                except (OSError, OverflowError):  # taken, or past 65535: try another
+                    continue
+            found.append(port)
+        return found
     finally:
-        for s in sockets:
+        for s in held:
             s.close()
 
 

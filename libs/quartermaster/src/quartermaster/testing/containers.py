@@ -9,10 +9,12 @@ Secure by default, like `qm up`: TLS gRPC with bearer tokens (a local CA and adm
 in a temp dir) and one NATS user per service and host; `secure=False`: plaintext, an
 anonymous bus.
 
-One context manager starts NATS (one node, or a 3-node JetStream cluster), Postgres,
-admission, two schedulers, the warm-pool service and N node agents from the images that
-`deploy/images/build-images.sh` builds, and returns once admission serves and every agent
-has registered. Leaving it removes every container it started, also when starting failed.
+One context manager starts NATS (one node, or a 3-node JetStream cluster), Postgres, an S3
+store (SeaweedFS), admission, two schedulers, the warm-pool service and N node agents from
+the images that `deploy/images/build-images.sh` builds, and returns once admission serves
+and every agent has registered. Admission and the agents read a role map naming the store
+(`role_map`); `s3_access` is its endpoint and keys, for `ObjectStore` or boto3. Leaving
+it removes every container it started, also when starting failed.
 It needs no pytest.
 
 Host networking only (our CI engines run with `--bridge=none`): every container gets free
@@ -40,6 +42,7 @@ from testcontainers.core.container import DockerContainer
 
 from quartermaster.auth.local import LocalCredentials
 from quartermaster.client import Quartermaster, QuartermasterError
+from quartermaster.objectstore.access import RoleMap, S3Access
 from quartermaster.testing import container_parts
 from quartermaster.testing.container_parts import (
     STACK_LABEL,
@@ -56,10 +59,14 @@ __all__ = ["STACK_LABEL", "QuartermasterStack", "StackStartError", "missing_imag
 
 MOUNTED_CREDENTIALS = "/etc/quartermaster/credentials"  # admission's view of its TLS/token files
 MOUNTED_NATS_USERS = "/etc/nats/users"  # the nats-server config with every user, mounted
+MOUNTED_ROLES = "/etc/quartermaster/s3"  # admission's and the agents' view of roles.json
+ROLES_FILE = "roles.json"
+DEFAULT_ROLE_ARN = "arn:aws:iam::000000000000:role/quartermaster"
+GRPC_OFFSET = 10000  # SeaweedFS serves gRPC on each of its ports + 10000
 NODE_DATA_DIR = "/var/lib/quartermaster"  # the node-agent image's data dir
 DOCKER_SOCKET = "/var/run/docker.sock"
 RUNTIMES = ("process", "docker")
-PARTS = ("nats", "postgres", "admission", "scheduler", "warmpool", "node-agent")
+PARTS = ("nats", "postgres", "seaweedfs", "admission", "scheduler", "warmpool", "node-agent")
 IMAGE_PYTHON = "/opt/qm/bin/python"  # the service images' venv
 NATS_CONFIG = "nats-server.conf"
 # Both run with the admission image's Python, so the NATS users and their permissions
@@ -99,8 +106,10 @@ class QuartermasterStack:
 
     Once entered: `address` (admission's gRPC address), `client` (a connected
     `Quartermaster`), `credentials_dir` (CA and admin token; None when insecure),
-    `nats_url` (comma-separated on a cluster), `postgres_url`, `host_ids`, and
-    `containers` (part name -> testcontainers container, e.g. to `logs("scheduler-1")`).
+    `nats_url` (comma-separated on a cluster), `postgres_url`, `s3_access` (the S3
+    store's endpoint and keys) and `role_map` (`role_arn` -> that store, as admission
+    and the agents read it), `host_ids`, and `containers` (part name -> testcontainers
+    container, e.g. to `logs("scheduler-1")`).
     `extra_env` adds or overrides variables per part kind (`{"scheduler":
     {"QM_SCHEDULER_LEASE_TTL_SECONDS": "3"}}`).
     """
@@ -123,6 +132,7 @@ class QuartermasterStack:
         stop_grace_seconds: float = 2.0,
         startup_timeout_s: float = 120.0,
         client_timeout_s: float = 20.0,
+        role_arn: str = DEFAULT_ROLE_ARN,
         extra_env: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         if runtime not in RUNTIMES:
@@ -146,6 +156,7 @@ class QuartermasterStack:
         self.stop_grace_seconds = stop_grace_seconds
         self.startup_timeout_s = startup_timeout_s
         self.client_timeout_s = client_timeout_s
+        self.role_arn = role_arn
         self.extra_env = {part: dict(env) for part, env in (extra_env or {}).items()}
         self.stack_id = f"qm-{secrets.token_hex(4)}"
         self.host_ids = [f"node-{i}" for i in range(1, nodes + 1)]
@@ -154,6 +165,8 @@ class QuartermasterStack:
         self.nats_url = ""
         self.postgres_url = ""
         self.credentials_dir: Path | None = None
+        self._role_map: RoleMap | None = None
+        self._roles_file: Path | None = None  # the map as written, handed to each image
         self._client: Quartermaster | None = None
         self._nats_logins: dict[tuple[str, str | None], tuple[str, str]] = {}  # role, host
         self._workdir: Path | None = None
@@ -181,6 +194,20 @@ class QuartermasterStack:
             raise RuntimeError("the stack is not started")
         return self._client
 
+    @property
+    def role_map(self) -> RoleMap:
+        """What admission and the agents read: `role_arn` (the default role) -> the store."""
+        if self._role_map is None:
+            raise RuntimeError("the stack is not started")
+        return self._role_map
+
+    @property
+    def s3_access(self) -> S3Access:
+        """The S3 store's endpoint (http://127.0.0.1:PORT) and keys: `ObjectStore(access)`."""
+        access = self.role_map.default_access
+        assert access is not None  # the map is made with its default role
+        return access
+
     def start(self) -> QuartermasterStack:
         """Start every part in dependency order; on any failure remove what started, re-raise."""
         self._parts.deadline = time.monotonic() + self.startup_timeout_s
@@ -189,6 +216,7 @@ class QuartermasterStack:
             self._workdir = Path(tempfile.mkdtemp(prefix=f"{self.stack_id}-"))
             self._start_nats()
             self._start_postgres()
+            self._start_object_store()
             self._start_admission()
             self._start_log_services()
             self._client = self._connect()
@@ -196,7 +224,13 @@ class QuartermasterStack:
         except BaseException:
             self.stop()
             raise
-        log.info("stack %s up: grpc %s, nats %s", self.stack_id, self.address, self.nats_url)
+        log.info(
+            "stack %s up: grpc %s, nats %s, s3 %s",
+            self.stack_id,
+            self.address,
+            self.nats_url,
+            self.s3_access.endpoint_url,
+        )
         return self
 
     def stop(self) -> None:
@@ -210,6 +244,8 @@ class QuartermasterStack:
                 remove_job_resources(self._workdir, self.stack_id)
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
+        self._role_map = None
+        self._roles_file = None
 
     def restarts(self) -> dict[str, int]:
         """How often each container was restarted after exiting with an error."""
@@ -341,6 +377,44 @@ class QuartermasterStack:
         self.postgres_url = f"postgresql://postgres:{password}@127.0.0.1:{port}/quartermaster"
         self._parts.wait_log("postgres", "database system is ready to accept connections")
 
+    def _start_object_store(self) -> None:
+        """SeaweedFS with keys made here (passed in its environment); the role map naming
+        it is written here too, for admission and the agents. Ready once the S3 gateway
+        answers `/healthz`."""
+        assert self._workdir is not None
+        s3, master, volume, filer = free_ports(4, offset=GRPC_OFFSET)
+        access = S3Access(
+            endpoint_url=f"http://127.0.0.1:{s3}",
+            access_key_id=f"QM{secrets.token_hex(10).upper()}",
+            secret_access_key=secrets.token_hex(32),
+        )
+        env = {
+            "S3_HOST": "127.0.0.1",
+            "S3_PORT": str(s3),
+            "S3_MASTER_PORT": str(master),
+            "S3_VOLUME_PORT": str(volume),
+            "S3_FILER_PORT": str(filer),
+            "S3_ACCESS_KEY_ID": access.access_key_id,
+            "S3_SECRET_ACCESS_KEY": access.secret_access_key,
+            "S3_ROLE_ARN": self.role_arn,
+            "S3_REGION": access.region,
+        }
+        self._run("seaweedfs", "seaweedfs", env)
+        private = self._workdir / "object-store"
+        private.mkdir(mode=0o700)
+        self._role_map = RoleMap(roles={self.role_arn: access}, default_role=self.role_arn)
+        self._roles_file = private / ROLES_FILE
+        self._role_map.save(self._roles_file)  # 0600: it holds the keys
+        healthy = functools.partial(http_ok, f"{access.endpoint_url}/healthz")
+        self._parts.wait("seaweedfs", "serving S3", healthy)
+
+    def _roles_volume(self, part: str) -> tuple[Volume, list[str]]:
+        """The role map handed to `part`'s image user, and the groups its container joins."""
+        assert self._workdir is not None and self._roles_file is not None
+        mounted = self._workdir / f"{part}-roles"
+        group_add = self._parts.hand_over(self._image(part), mounted, [self._roles_file])
+        return (str(mounted), MOUNTED_ROLES, "ro"), group_add
+
     def _start_admission(self) -> None:
         port = free_ports(1)[0]
         env = {
@@ -349,12 +423,14 @@ class QuartermasterStack:
             "QM_ADMISSION_GRPC_HOST": "127.0.0.1",
             "QM_ADMISSION_GRPC_PORT": str(port),
             "QM_ADMISSION_SHUTDOWN_GRACE_SECONDS": "1",
+            "QM_ADMISSION_ROLES_FILE": f"{MOUNTED_ROLES}/{ROLES_FILE}",
         }
-        volumes: list[Volume] = []
-        group_add: list[str] = []
+        roles, group_add = self._roles_volume("admission")
+        volumes: list[Volume] = [roles]
         if self.secure:
-            mounted, group_add = self._admission_credentials()
+            mounted, more_groups = self._admission_credentials()
             volumes.append((str(mounted), MOUNTED_CREDENTIALS, "ro"))
+            group_add = sorted({*group_add, *more_groups})
             env |= {
                 "QM_ADMISSION_TOKEN_PUBLIC_KEY_FILE": f"{MOUNTED_CREDENTIALS}/token-verify.pem",
                 "QM_ADMISSION_TLS_CERT_FILE": f"{MOUNTED_CREDENTIALS}/server.pem",
@@ -394,15 +470,16 @@ class QuartermasterStack:
         }
         self._run("warmpool", "warmpool", env, restart=True)
         probes.append(("warmpool", "QM_WARMPOOL_NATS_URL"))
+        roles = self._roles_volume("node-agent")
         for host in self.host_ids:
-            self._start_agent(host)
+            self._start_agent(host, roles)
         for name, variable in probes:
             probe = functools.partial(self._parts.exec_ok, name, ["qm-probe", "nats", variable])
             self._parts.wait(name, "connected to NATS", probe)
         for host in self.host_ids:
             self._parts.wait_log(host, f"host={host} ready")
 
-    def _start_agent(self, host: str) -> None:
+    def _start_agent(self, host: str, roles: tuple[Volume, list[str]]) -> None:
         env = {
             **self._bus_env("QM_NODE_", "node", host),
             "QM_NODE_HOST_ID": host,
@@ -412,9 +489,10 @@ class QuartermasterStack:
             "QM_NODE_DATA_DIR": NODE_DATA_DIR,
             "QM_NODE_HEARTBEAT_SECONDS": str(self.heartbeat_seconds),
             "QM_NODE_STOP_GRACE_SECONDS": str(self.stop_grace_seconds),
+            "QM_NODE_ROLES_FILE": f"{MOUNTED_ROLES}/{ROLES_FILE}",
         }
-        volumes: list[Volume] = []
-        group_add: list[str] = []
+        volumes: list[Volume] = [roles[0]]
+        group_add: list[str] = list(roles[1])
         if self.runtime == "docker":
             # Job caches are bind-mounted by path, so the data dir has the same path inside.
             assert self._workdir is not None
