@@ -14,13 +14,15 @@ against the job's attempts).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import posixpath
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -28,6 +30,7 @@ from qm_node_agent.contract.checkpoints import restore
 from qm_node_agent.contract.host import resolve
 from qm_node_agent.contract.spec import Channel, Contract
 from qm_node_agent.errors import LaunchError
+from quartermaster.events import FailureClass
 from quartermaster.objectstore import (
     S3Access,
     S3Location,
@@ -37,6 +40,7 @@ from quartermaster.objectstore import (
 )
 from quartermaster.objectstore.store import ObjectInfo, ObjectStore
 
+_T = TypeVar("_T")
 FRESH = ("input/config", "model", "output", "code")  # emptied before every attempt
 MANIFEST = "staged.json"
 
@@ -77,7 +81,7 @@ def prepare(
     if checkpoints is None:
         return staged
     started = time.perf_counter()
-    restored = restore(checkpoints, access)
+    restored = _retried(functools.partial(restore, checkpoints, access))
     return Staged(
         staged.bytes + restored,
         staged.seconds + time.perf_counter() - started,
@@ -131,7 +135,9 @@ def _stage_channels(ml: Path, contract: Contract, access: S3Access | None) -> St
                 )
             if store is None:
                 store = ObjectStore(access)
-            record, moved = _stage_s3(store, channel, shard, target, previous)
+            record, moved = _retried(
+                functools.partial(_stage_s3, store, channel, shard, target, previous)
+            )
         else:
             record, moved = _stage_local(channel, target, previous)
         records[channel.name] = record
@@ -139,6 +145,23 @@ def _stage_channels(ml: Path, contract: Contract, access: S3Access | None) -> St
         total += moved
         staged += moved > 0 or previous is None or previous.source != record.source
     return Staged(total, time.perf_counter() - started, staged)
+
+
+# A store that does not answer is tried again after these pauses (on top of the
+# adapter's own retries) before the attempt fails as the host's fault: a store down
+# for a while does not turn into a storm of attempts.
+UNAVAILABLE_PAUSES_S = (1.0, 4.0, 10.0)
+
+
+def _retried(stage: Callable[[], _T]) -> _T:
+    for pause in UNAVAILABLE_PAUSES_S:
+        try:
+            return stage()
+        except LaunchError as err:
+            if err.failure_class is not FailureClass.INFRASTRUCTURE_ERROR:
+                raise
+            time.sleep(pause)
+    return stage()
 
 
 def _shard(channel: Channel, contract: Contract) -> str:
