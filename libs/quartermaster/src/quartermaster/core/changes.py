@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from quartermaster import events as ev
+from quartermaster.core.model import ACTIVE_STATUSES
 from quartermaster.core.state import State
 
 Touch = Callable[[State, Any], None]
@@ -58,6 +59,20 @@ def _host(state: State, e: Any) -> None:
         state.touch_job(host.holder)
 
 
+def _checkpointed(state: State, e: ev.JobCheckpointed) -> None:
+    """A checkpoint moves a running job in its share's victim order, which reclaim and
+    in-share preemption read: its queue, when the report is the live attempt's and the
+    job is a victim (not stopping)."""
+    job = state.jobs.get(e.job_id)
+    if (
+        job is not None
+        and job.attempt_no == e.attempt
+        and job.stop_cause is None
+        and job.status in ACTIVE_STATUSES
+    ):
+        state.queue_version[job.queue] += 1
+
+
 def _queue(state: State, e: Any) -> None:
     state.queue_version[e.name] += 1
 
@@ -71,9 +86,11 @@ TOUCHES: dict[type[ev.Event], Touch] = {
     ev.ClockTicked: _nothing,
     # A start changes the job's status and times, which no allocation step reads (it
     # reads the RUNNABLE, victim and use indexes, and a victim's order is its priority
-    # and dispatch time): two events a job that re-decided its queue for nothing.
+    # and dispatch or checkpoint time): two events a job that re-decided its queue for
+    # nothing.
     ev.JobStarting: _nothing,
     ev.JobRunning: _nothing,
+    ev.JobCheckpointed: _checkpointed,
     ev.JobSubmitted: _submitted,
     ev.JobDispatched: _dispatched,
     ev.WarmPoolInUse: _pool_in_use,

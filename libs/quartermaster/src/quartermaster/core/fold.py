@@ -447,6 +447,7 @@ def _dispatched(state: State, e: ev.JobDispatched) -> None:
         job.failure_reason = ""
         job.failure_exit_code = None
         job.running_at = None
+        job.last_checkpoint_at = None
     job.dispatched_at = at = e.at
     job.attempts = (*attempts, Attempt(e.attempt, hosts, at))
     state.victims.put(key, (priority, -at, job_id))  # preemption.victim_order
@@ -456,6 +457,7 @@ def _dispatched(state: State, e: ev.JobDispatched) -> None:
 def _preempt(state: State, e: ev.JobPreemptionRequested) -> None:
     job = lifecycle.current(state, e.job_id, e.attempt)
     if job is not None and job.status in ACTIVE_STATUSES and job.stop_cause is None:
+        job.attempts[-1].seconds_at_risk = e.seconds_at_risk  # what the decision counted
         lifecycle.request_stop(state, job, STOP_PREEMPTED, e.reason)
 
 
@@ -534,6 +536,30 @@ def _running(state: State, e: ev.JobRunning) -> None:
         attempt.start_phases = e.start_phases
         if job.stop_cause is None and job.timeout_seconds is not None:  # State.set_deadline
             state.timeline.put(DEADLINES, (at + job.timeout_seconds, job.job_id))
+
+
+@_on(ev.JobCheckpointed)
+def _checkpointed(state: State, e: ev.JobCheckpointed) -> None:
+    """The live attempt's work up to `e.at` survives a stop: it moves back in its share's
+    victim order (`preemption.victim_order`). Reports of older attempts, and ones no
+    later than what the attempt already saved (its dispatch included), change nothing."""
+    job = state.jobs.get(e.job_id)
+    if (
+        job is None
+        or job.attempt_no != e.attempt
+        or job.awaiting_outcome
+        or e.host not in job.hosts  # also: no hosts, no live attempt
+    ):
+        return
+    at, saved = e.at, job.last_checkpoint_at
+    if at <= (job.dispatched_at if saved is None else saved):  # preemption.saved_at
+        return
+    if job.status in ACTIVE_STATUSES and job.stop_cause is None:  # in `State.victims`
+        state.drop_victim(job)
+        job.last_checkpoint_at = at
+        state.add_victim(job)
+    else:
+        job.last_checkpoint_at = at
 
 
 @_fused(ev.JobSucceeded)

@@ -77,6 +77,7 @@ def host_lost(state: State, job: Job, host_id: str, at: float, why: str) -> None
         if job.stop_cause is not None:
             state.stopping[state.share_key(job)] -= job.count
             job.stop_cause = None
+            job.attempts[-1].seconds_at_risk = None  # lost to the host, not to a preemption
         if not job.is_terminated:
             request_stop(state, job, STOP_HOST_LOST, reason)
     host_ended(state, job.job_id, job.attempt_no, host_id, at, exit_code=None)
@@ -99,8 +100,11 @@ def finalize(state: State, job: Job, at: float) -> None:
     """Every host of the attempt has ended: decide what the job becomes."""
     key = (job.queue, job.share, job.unit)
     job_id = job.job_id
-    # State.drop_victim (preemption.victim_order) and State.clear_deadline, inlined
-    state.victims.drop(key, (job.priority, -job.dispatched_at, job_id))
+    # State.drop_victim (preemption.victim_order: -saved_at) and State.clear_deadline, inlined
+    saved = job.last_checkpoint_at
+    state.victims.drop(
+        key, (job.priority, -(job.dispatched_at if saved is None else saved), job_id)
+    )
     timeout, running_at = job.timeout_seconds, job.running_at
     if timeout is not None and running_at is not None:
         state.timeline.drop(DEADLINES, (running_at + timeout, job_id))
@@ -159,6 +163,9 @@ def finalize(state: State, job: Job, at: float) -> None:
 
 def _preempted(state: State, job: Job, at: float) -> None:
     job.preempted_count += 1
+    lost = job.attempts[-1].seconds_at_risk
+    if lost is not None:  # as its preemption decision recorded it
+        job.lost_unit_seconds += job.count * lost
     job.recent_preemptions = (*job.recent_preemptions, job.attempts[-1])[-RECENT_PREEMPTIONS:]
     release(state, job, keep=False)
     limit = job.preemption_retries

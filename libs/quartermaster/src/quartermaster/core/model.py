@@ -134,6 +134,8 @@ class Attempt(msgspec.Struct, array_like=True, gc=False):
     log_tail: str = ""
     start_phases: StartPhases | None = None  # from the report that made the attempt RUNNING
     model_artifacts: str = ""  # s3:// URI of its model.tar.gz, from the host that uploaded it
+    # Preempted: the seconds of work its preemption put at risk (the decision's input).
+    seconds_at_risk: float | None = None
 
 
 class Job(msgspec.Struct, array_like=True, gc=False):
@@ -184,6 +186,10 @@ class Job(msgspec.Struct, array_like=True, gc=False):
     terminated_by: str = ""
     retained: bool = False  # hosts kept after the end, waiting to become a warm pool
     awaiting_outcome: bool = False  # attempt failed; retry or final failure is decided next
+    # The live attempt's newest checkpoint report (never before its dispatch); None: none yet.
+    last_checkpoint_at: float | None = None
+    # Unit-seconds its preempted attempts lost: units x seconds at risk, summed.
+    lost_unit_seconds: float = 0.0
 
     def order_key(self) -> tuple[int, float, str]:
         """Dispatch order inside a share: priority desc, createdAt asc, jobId."""

@@ -17,13 +17,33 @@ Freed = list[tuple[str, int]]  # (share, units) a plan would free
 Plan = tuple[list[WarmPool], list[Job]]  # pools to terminate, then jobs to preempt
 
 
+def saved_at(job: Job) -> float:
+    """Up to when the attempt's work survives a stop: its newest checkpoint, else its
+    dispatch (the fold keeps a checkpoint only when it is later than the dispatch)."""
+    saved = job.last_checkpoint_at
+    return job.dispatched_at if saved is None else saved
+
+
+def seconds_at_risk(job: Job, now: float) -> float:
+    """The work a stop at `now` throws away: seconds since `saved_at` (the hosts' time
+    since the dispatch, start-up included, when the attempt never checkpointed)."""
+    return max(0.0, now - saved_at(job))
+
+
 def victim_order(job: Job) -> tuple[int, float, str]:
-    """The preemption order of running jobs: the first is the one to stop first."""
+    """The preemption order of running jobs: the first is the one to stop first.
+
+    The pass's time is the same for every candidate, so "least work at risk first"
+    is "latest `saved_at` first", a key that does not move with the clock (the fold
+    keeps it in `State.victims`). With no checkpoints it is the dispatch time: the
+    most recently started first, as before checkpoints were reported.
+    """
     return (
         # 1. Lowest schedulingPriority first: the least important work goes.
         job.priority,
-        # 2. Then the most recently started: it has done the least work to lose.
-        -job.dispatched_at,
+        # 2. Then the least work at risk: the latest checkpoint, or without one the
+        #    most recently started attempt, loses the fewest seconds.
+        -saved_at(job),
         # 3. Then by job id, so the order is total and a replay finds the same victim.
         job.job_id,
     )
@@ -93,7 +113,8 @@ def request(
     lender_share: str | None = None,
     units_borrowed: int | None = None,
 ) -> ev.JobPreemptionRequested:
-    """The decision to stop `victim` for `job`, with its rule, inputs and reason text."""
+    """The decision to stop `victim` for `job`, with its rule, inputs and reason text;
+    `at` is the pass's time, which the victim's seconds at risk are counted to."""
     if rule is Rule.IN_SHARE:
         text = f"in-share preemption by higher-priority job {job.job_name} ({job.job_id})"
         gap: int | None = job.priority - victim.priority
@@ -116,4 +137,5 @@ def request(
         lender_share=lender_share,
         units_borrowed=units_borrowed,
         priority_gap=gap,
+        seconds_at_risk=seconds_at_risk(victim, at),
     )

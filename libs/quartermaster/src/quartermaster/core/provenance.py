@@ -65,6 +65,7 @@ _REPORTS = (
     "host.heartbeat",
     "job.starting",
     "job.running",
+    "job.checkpointed",
     "job.succeeded",
     "job.failed",
     "job.stop_confirmed",

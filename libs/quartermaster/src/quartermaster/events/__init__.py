@@ -33,6 +33,7 @@ from quartermaster.events.hosts import (
 )
 from quartermaster.events.jobs import (
     EvaluateOnExit,
+    JobCheckpointed,
     JobDispatched,
     JobFailed,
     JobFinallyFailed,
@@ -89,6 +90,7 @@ AnyEvent: TypeAlias = (
     | JobStopConfirmed
     | JobStarting
     | JobRunning
+    | JobCheckpointed
     | JobSucceeded
     | JobFailed
     | JobRetried
@@ -155,6 +157,7 @@ __all__ = [
     "HostLost",
     "HostRegistered",
     "HostUndrained",
+    "JobCheckpointed",
     "JobDispatched",
     "JobFailed",
     "JobFinallyFailed",

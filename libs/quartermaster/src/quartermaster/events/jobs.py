@@ -88,7 +88,8 @@ class JobPreemptionRequested(Event, frozen=True, tag="job.preemption_requested")
 
     `rule` RECLAIM: `lender_share` takes back units the victim's share borrows
     (`units_borrowed` above its own limit); LIMIT_LOWERED: the same for units above
-    a lowered limit; IN_SHARE: `for_job` outranks the victim by `priority_gap`.
+    a lowered limit; IN_SHARE: `for_job` outranks the victim by `priority_gap`. Each
+    also records the victim's `seconds_at_risk` (`core.preemption.seconds_at_risk`).
     """
 
     job_id: str
@@ -99,6 +100,9 @@ class JobPreemptionRequested(Event, frozen=True, tag="job.preemption_requested")
     lender_share: str | None = None
     units_borrowed: int | None = None
     priority_gap: int | None = None
+    # The work the victim loses: seconds since its last checkpoint (or its dispatch,
+    # without one) at the pass's time. None: recorded before decisions carried it.
+    seconds_at_risk: float | None = None
 
     def __post_init__(self) -> None:
         if self.rule is None:  # upcast: older records name the rule in their text only
@@ -157,6 +161,17 @@ class JobRunning(Event, frozen=True, tag="job.running"):
     attempt: int
     host: str
     start_phases: StartPhases | None = None  # None: not measured (process runtime, old events)
+
+
+class JobCheckpointed(Event, frozen=True, tag="job.checkpointed"):
+    """A node agent finished one upload round of the attempt's checkpoint folder: the
+    work up to `at` survives a stop. `bytes` and `files`: what the round uploaded."""
+
+    job_id: str
+    attempt: int
+    host: str
+    bytes: int = 0
+    files: int = 0
 
 
 class JobSucceeded(Event, frozen=True, tag="job.succeeded"):

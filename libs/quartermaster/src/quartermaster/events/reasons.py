@@ -14,6 +14,8 @@ class Rule(StrEnum):
     OWN_QUOTA = "OWN_QUOTA"  # 4.2: dispatched within its share's own limit
     BORROWED = "BORROWED"  # 4.3: dispatched on idle units other shares lend
     # -- preempting a job (section 4) --
+    # Each preemption also records the victim's seconds of work at risk (equal
+    # priorities: the least goes first; JobPreemptionRequested.seconds_at_risk).
     RECLAIM = "RECLAIM"  # 4.4: a share below its limit takes back units a borrower holds
     IN_SHARE = "IN_SHARE"  # 4.5: a strictly higher-priority job of the same share
     LIMIT_LOWERED = "LIMIT_LOWERED"  # 4.6: units above a lowered limit, needed elsewhere

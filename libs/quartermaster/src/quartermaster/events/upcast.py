@@ -70,6 +70,7 @@ REASON_FIELDS = frozenset(
         "lender_share",
         "units_borrowed",
         "priority_gap",
+        "seconds_at_risk",
         "timeout_seconds",
         "instances_needed",
         "instances_allowed",

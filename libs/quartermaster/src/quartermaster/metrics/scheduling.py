@@ -48,6 +48,13 @@ class SchedulerMetrics:
             [*share, "preempting_share", "reason"],
             registry=r,
         )
+        self.lost_work = Counter(
+            "quartermaster_preemption_lost_unit_seconds",
+            "Work preemptions asked put at risk: the victim's units x its seconds since its "
+            "last checkpoint (or its dispatch without one), by the victim's share",
+            share,
+            registry=r,
+        )
         self.pool_hits = Counter(
             "quartermaster_warm_pool_hits",
             "Dispatches onto a matching Available warm pool",
@@ -124,3 +131,6 @@ class SchedulerMetrics:
         preempting = winner.share if winner is not None else ""
         kind = PREEMPTION_KINDS[decision.rule]
         self.preempted.labels(victim.queue, victim.share, preempting, kind).inc()
+        if decision.seconds_at_risk:
+            lost = victim.count * decision.seconds_at_risk
+            self.lost_work.labels(victim.queue, victim.share).inc(lost)

@@ -87,6 +87,8 @@ def attempt_doc(job: Job, attempt: Attempt) -> Doc:
     }
     if attempt.exit_code is not None:
         doc["exit_code"] = attempt.exit_code
+    if attempt.seconds_at_risk is not None:  # preempted: the work its preemption threw away
+        doc["lost_unit_seconds"] = job.count * attempt.seconds_at_risk
     if attempt.start_phases is not None:
         phases = attempt.start_phases
         doc["start_phases"] = {
@@ -163,6 +165,7 @@ def job_doc(state: State, job: Job) -> Doc:
         "preemption_summary": {
             "preempted_attempt_count": job.preempted_count,
             "recent_preempted_attempts": [attempt_doc(job, a) for a in job.recent_preemptions],
+            "lost_unit_seconds": job.lost_unit_seconds,
         },
         "capacity_usage": _capacity_usage(job),
         "scheduled_at": epoch_ms(job.attempts[-1].dispatched_at) if job.attempts else 0,

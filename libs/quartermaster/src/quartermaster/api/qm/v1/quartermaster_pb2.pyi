@@ -846,7 +846,7 @@ class DescribeServiceJobRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
 class ServiceJobAttemptDetail(_message.Message):
-    __slots__ = ("host_ids", "started_at", "stopped_at", "status_reason", "exit_code", "start_phases", "training_job_name", "training_job_arn", "model_artifacts")
+    __slots__ = ("host_ids", "started_at", "stopped_at", "status_reason", "exit_code", "start_phases", "training_job_name", "training_job_arn", "model_artifacts", "lost_unit_seconds")
     HOST_IDS_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     STOPPED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -856,6 +856,7 @@ class ServiceJobAttemptDetail(_message.Message):
     TRAINING_JOB_NAME_FIELD_NUMBER: _ClassVar[int]
     TRAINING_JOB_ARN_FIELD_NUMBER: _ClassVar[int]
     MODEL_ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
+    LOST_UNIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     host_ids: _containers.RepeatedScalarFieldContainer[str]
     started_at: int
     stopped_at: int
@@ -865,7 +866,8 @@ class ServiceJobAttemptDetail(_message.Message):
     training_job_name: str
     training_job_arn: str
     model_artifacts: str
-    def __init__(self, host_ids: _Optional[_Iterable[str]] = ..., started_at: _Optional[int] = ..., stopped_at: _Optional[int] = ..., status_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_phases: _Optional[_Union[AttemptStartPhases, _Mapping]] = ..., training_job_name: _Optional[str] = ..., training_job_arn: _Optional[str] = ..., model_artifacts: _Optional[str] = ...) -> None: ...
+    lost_unit_seconds: float
+    def __init__(self, host_ids: _Optional[_Iterable[str]] = ..., started_at: _Optional[int] = ..., stopped_at: _Optional[int] = ..., status_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_phases: _Optional[_Union[AttemptStartPhases, _Mapping]] = ..., training_job_name: _Optional[str] = ..., training_job_arn: _Optional[str] = ..., model_artifacts: _Optional[str] = ..., lost_unit_seconds: _Optional[float] = ...) -> None: ...
 
 class AttemptStartPhases(_message.Message):
     __slots__ = ("pull_seconds", "volume_seconds", "staging_seconds", "container_seconds", "warm")
@@ -882,12 +884,14 @@ class AttemptStartPhases(_message.Message):
     def __init__(self, pull_seconds: _Optional[float] = ..., volume_seconds: _Optional[float] = ..., staging_seconds: _Optional[float] = ..., container_seconds: _Optional[float] = ..., warm: _Optional[bool] = ...) -> None: ...
 
 class ServiceJobPreemptionSummary(_message.Message):
-    __slots__ = ("preempted_attempt_count", "recent_preempted_attempts")
+    __slots__ = ("preempted_attempt_count", "recent_preempted_attempts", "lost_unit_seconds")
     PREEMPTED_ATTEMPT_COUNT_FIELD_NUMBER: _ClassVar[int]
     RECENT_PREEMPTED_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    LOST_UNIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     preempted_attempt_count: int
     recent_preempted_attempts: _containers.RepeatedCompositeFieldContainer[ServiceJobAttemptDetail]
-    def __init__(self, preempted_attempt_count: _Optional[int] = ..., recent_preempted_attempts: _Optional[_Iterable[_Union[ServiceJobAttemptDetail, _Mapping]]] = ...) -> None: ...
+    lost_unit_seconds: float
+    def __init__(self, preempted_attempt_count: _Optional[int] = ..., recent_preempted_attempts: _Optional[_Iterable[_Union[ServiceJobAttemptDetail, _Mapping]]] = ..., lost_unit_seconds: _Optional[float] = ...) -> None: ...
 
 class WarmPoolStatusDetail(_message.Message):
     __slots__ = ("status", "resource_retained_billable_time_in_seconds", "reused_by_job")
@@ -1087,7 +1091,7 @@ class ExplainedShareUsage(_message.Message):
     def __init__(self, quota_share_name: _Optional[str] = ..., strategy: _Optional[_Union[SharingStrategy, str]] = ..., usage: _Optional[_Union[ShareCapacityUsage, _Mapping]] = ..., stopping: _Optional[int] = ...) -> None: ...
 
 class ExplainedCandidate(_message.Message):
-    __slots__ = ("job_id", "job_name", "quota_share_name", "scheduling_priority", "dispatched_at", "chosen", "why")
+    __slots__ = ("job_id", "job_name", "quota_share_name", "scheduling_priority", "dispatched_at", "chosen", "why", "seconds_at_risk")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_NAME_FIELD_NUMBER: _ClassVar[int]
     QUOTA_SHARE_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -1095,6 +1099,7 @@ class ExplainedCandidate(_message.Message):
     DISPATCHED_AT_FIELD_NUMBER: _ClassVar[int]
     CHOSEN_FIELD_NUMBER: _ClassVar[int]
     WHY_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_AT_RISK_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_name: str
     quota_share_name: str
@@ -1102,7 +1107,8 @@ class ExplainedCandidate(_message.Message):
     dispatched_at: int
     chosen: bool
     why: str
-    def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., scheduling_priority: _Optional[int] = ..., dispatched_at: _Optional[int] = ..., chosen: _Optional[bool] = ..., why: _Optional[str] = ...) -> None: ...
+    seconds_at_risk: float
+    def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., quota_share_name: _Optional[str] = ..., scheduling_priority: _Optional[int] = ..., dispatched_at: _Optional[int] = ..., chosen: _Optional[bool] = ..., why: _Optional[str] = ..., seconds_at_risk: _Optional[float] = ...) -> None: ...
 
 class ExplainedDecision(_message.Message):
     __slots__ = ("rule", "reason", "inputs", "for_job_id", "candidates")
