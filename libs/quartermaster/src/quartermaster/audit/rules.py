@@ -5,8 +5,8 @@ upcast on decode where their text names the rule. A dispatch recorded before
 dispatches carried theirs is judged here from the state just before it: within
 the share's own limit is OWN_QUOTA, beyond it BORROWED. To the recorded inputs
 this adds the shares' usage the decision found. For a preemption the candidates
-are listed in the core's victim order (`core.preemption.victim_order`), so an
-auditor sees why this job and not another.
+are listed in the core's victim order (`core.preemption.victim_order`), each with
+the seconds of work a stop would lose, so an auditor sees why this job and not another.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import msgspec
 from quartermaster import events as ev
 from quartermaster.core import State
 from quartermaster.core.model import Job
-from quartermaster.core.preemption import victim_order
+from quartermaster.core.preemption import seconds_at_risk, victim_order
 from quartermaster.events import Rule
 from quartermaster.events.upcast import REASON_FIELDS
 
@@ -39,6 +39,9 @@ class Candidate(msgspec.Struct, frozen=True):
     dispatched_at: float
     chosen: bool
     why: str
+    # The work a stop at the decision's time would lose: seconds since the candidate's
+    # last checkpoint, or its dispatch (`core.preemption.seconds_at_risk`).
+    seconds_at_risk: float | None = None
 
 
 _NOT_INPUTS = frozenset({"rule", "for_job"})  # shown on their own
@@ -157,12 +160,21 @@ def preemption_candidates(
             pool.append((job, why))
     pool.sort(key=lambda item: victim_order(item[0]))
     taken = [job for job, _ in pool if job.job_id in chosen]
-    return [_candidate(job, why, taken) for job, why in pool]
+    checkpointed = any(job.last_checkpoint_at is not None for job, _ in pool)
+    at = preemption.at  # the pass's time: what its seconds at risk were counted to
+    return [_candidate(job, why, taken, at, checkpointed) for job, why in pool]
 
 
-def _candidate(job: Job, why_not: str | None, taken: list[Job]) -> Candidate:
+def _candidate(
+    job: Job, why_not: str | None, taken: list[Job], at: float, checkpointed: bool
+) -> Candidate:
+    """`checkpointed`: some candidate reported a checkpoint, so the order among equal
+    priorities is by work at risk (without any, that is the most recently started)."""
     chosen = any(t.job_id == job.job_id for t in taken)
-    if chosen:
+    risk = seconds_at_risk(job, at)
+    if chosen and checkpointed:
+        why = "taken: lowest priority first, then the least work at risk"
+    elif chosen:
         why = "taken: lowest priority first, then the most recently started"
     elif why_not is not None:
         why = why_not
@@ -170,10 +182,15 @@ def _candidate(job: Job, why_not: str | None, taken: list[Job]) -> Candidate:
         last = taken[-1]
         if job.priority > last.priority:
             why = f"priority {job.priority} is above {last.job_name}'s {last.priority}"
+        elif checkpointed:
+            why = (
+                f"{risk:.0f} s of work at risk, more than {last.job_name}'s "
+                f"{seconds_at_risk(last, at):.0f} s (the least work at risk goes first)"
+            )
         else:
             why = f"started before {last.job_name} (the most recently started goes first)"
     else:
         why = "not needed: the jobs taken free enough units"
     return Candidate(
-        job.job_id, job.job_name, job.share, job.priority, job.dispatched_at, chosen, why
+        job.job_id, job.job_name, job.share, job.priority, job.dispatched_at, chosen, why, risk
     )

@@ -6,8 +6,13 @@ and the quota shares with the API's names::
     {"capacity": {"ml.g5.xlarge": 8},
      "shares": [{"name": "QS1", "limits": {"ml.g5.xlarge": 4},
                  "strategy": "LEND_AND_BORROW", "borrowLimit": 100,
-                 "inSharePreemption": "ENABLED"}, ...],
+                 "inSharePreemption": "ENABLED",
+                 "checkpointIntervalSeconds": 600}, ...],
      "stopSeconds": 0}
+
+`checkpointIntervalSeconds` (optional): the share's jobs checkpoint that often while
+they run, so a preempted attempt loses only the work since its last checkpoint and
+its next attempt resumes from there (`qm simulate --checkpoint-interval` sets it too).
 
 A trace is JSON lines, one job each: `arrival` and `duration` in seconds, `share`,
 and optionally `priority`, `instanceCount`, `instanceType` (default: the only
@@ -35,6 +40,7 @@ class ShareConfig(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_fi
     strategy: SharingStrategy = SharingStrategy.LEND_AND_BORROW
     borrow_limit: int = -1
     in_share_preemption: Toggle = Toggle.DISABLED
+    checkpoint_interval_seconds: float | None = None  # None: its jobs never checkpoint
 
 
 class SimConfig(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_fields=True):
@@ -109,8 +115,47 @@ def check_config(config: SimConfig, where: str = "config") -> None:
                 raise ConfigError(f"{field}.limits.{unit}: must be >= 0, got {n}")
         if share.borrow_limit < -1:
             raise ConfigError(f"{field}.borrowLimit: -1 (unlimited) or a percentage >= 0")
+        interval = share.checkpoint_interval_seconds
+        if interval is not None and not interval > 0:
+            raise ConfigError(f"{field}.checkpointIntervalSeconds: must be > 0, got {interval}")
     if config.stop_seconds < 0:
         raise ConfigError(f"{where}: stopSeconds: must be >= 0")
+
+
+ALL_SHARES = "*"
+
+
+def with_checkpoints(config: SimConfig, intervals: dict[str, float]) -> SimConfig:
+    """`config` with these checkpoint intervals (share name, or `*` for every share, ->
+    seconds; a named share wins over `*`); a share named that is not in it is an error."""
+    for name, seconds in intervals.items():
+        if name != ALL_SHARES and config.share(name) is None:
+            raise ConfigError(f"--checkpoint-interval: {name!r} is not a share of the config")
+        if not seconds > 0:
+            raise ConfigError(f"--checkpoint-interval {name}: must be > 0 seconds, got {seconds}")
+    every = intervals.get(ALL_SHARES)
+    shares = []
+    for share in config.shares:
+        interval = intervals.get(share.name, every)
+        if interval is not None:
+            share = msgspec.structs.replace(share, checkpoint_interval_seconds=interval)
+        shares.append(share)
+    return msgspec.structs.replace(config, shares=shares)
+
+
+def without_checkpoints(config: SimConfig) -> SimConfig:
+    """`config` with no share checkpointing."""
+    shares = [msgspec.structs.replace(s, checkpoint_interval_seconds=None) for s in config.shares]
+    return msgspec.structs.replace(config, shares=shares)
+
+
+def checkpoints(config: SimConfig) -> dict[str, float]:
+    """Share -> checkpoint interval, for the shares that checkpoint."""
+    return {
+        s.name: s.checkpoint_interval_seconds
+        for s in config.shares
+        if s.checkpoint_interval_seconds is not None
+    }
 
 
 def read_trace(path: Path, config: SimConfig) -> Iterator[TraceJob]:

@@ -3,8 +3,12 @@
 No processes and no clock: the simulated world is a State, a heap of future
 inputs and the real pass. Hosts are perfect node agents: a dispatched attempt is
 RUNNING at once and succeeds `duration` seconds later; a preempted one stops
-`stopSeconds` later and starts over from the beginning when it runs again (no
-checkpoints). After every instant's inputs the pass runs to its fixpoint.
+`stopSeconds` later. A job of a share with a checkpoint interval reports
+JobCheckpointed every interval while it runs (as node agents do after each upload
+round), which the pass's victim order reads; a preempted attempt loses the work
+since its last checkpoint, and its next attempt resumes from there. Without one,
+it starts over from the beginning. After every instant's inputs the pass runs to
+its fixpoint.
 
 Figures per quota share (the share each job was submitted to, even where a
 scenario pools the shares):
@@ -14,7 +18,8 @@ scenario pools the shares):
   p50 and p90 by nearest rank over the jobs that ran to the end;
 - preemptions: attempts of the share's jobs that were preempted;
 - borrowed unit-hours: the time integral of max(0, held - own limit);
-- lost unit-hours: what preempted attempts held, from dispatch to their stop (done again).
+- lost unit-hours: what preempted attempts held from their last checkpoint (or their
+  dispatch, without one) to their stop: work done again.
 
 The horizon runs from the first arrival to the last instant anything happened.
 """
@@ -32,16 +37,24 @@ import msgspec
 
 from quartermaster import events as ev
 from quartermaster.audit.gc_pause import paused_gc
-from quartermaster.audit.simconfig import ShareConfig, SimConfig, TraceJob
+from quartermaster.audit.simconfig import (
+    ShareConfig,
+    SimConfig,
+    TraceJob,
+    checkpoints,
+    without_checkpoints,
+)
 from quartermaster.core import State, decide, fold
 from quartermaster.core.model import ACTIVE_STATUSES, JobStatus, StopCause
+from quartermaster.core.preemption import saved_at
 
 QUEUE = "sim"
 ENVIRONMENT = "sim-env"
 POLICY = "fifo"
 MAX_ROUNDS = 64
 
-_ARRIVE, _STOP, _FINISH, _TICK = 0, 1, 2, 3  # same-instant order: arrivals first
+# same-instant order: arrivals first
+_ARRIVE, _STOP, _FINISH, _TICK, _CHECKPOINT = 0, 1, 2, 3, 4
 
 
 class SimJob(msgspec.Struct, frozen=True):
@@ -152,6 +165,9 @@ class _World:
         self.waited: dict[str, float] = defaultdict(float)
         self.preemptions: dict[str, int] = defaultdict(int)
         self.lost_seconds: dict[str, float] = defaultdict(float)
+        self.interval = {label: s.checkpoint_interval_seconds for label, s in labels.items()}
+        self.saved: dict[str, float] = defaultdict(float)  # job -> seconds of work kept
+        self.attempt_start: dict[str, tuple[float, float]] = {}  # job -> (dispatch, saved)
         self.times: list[float] = []
         self.series: dict[str, list[int]] = {label: [] for label in labels}
         self.last_t: float | None = None
@@ -204,11 +220,14 @@ class _World:
         job = self.state.jobs[job_id]
         if job.attempt_no != attempt or not job.hosts or job.awaiting_outcome:
             return False  # an attempt that ended otherwise (preempted, then run again)
+        if kind == _CHECKPOINT:
+            self._checkpoint(t, job_id, attempt, job.hosts[0])
+            return True
         if kind == _FINISH and job.stop_cause is not None:
             return False  # its stop is on its way; the stop settles the attempt
         if kind == _STOP and job.stop_cause is StopCause.PREEMPTED:
             plan = self.jobs[job_id]
-            self.lost_seconds[plan.label] += plan.count * (t - job.dispatched_at)
+            self.lost_seconds[plan.label] += plan.count * (t - saved_at(job))
         for host in job.hosts:
             if kind == _FINISH:
                 fold(self.state, ev.JobSucceeded(at=t, job_id=job_id, attempt=attempt, host=host))
@@ -218,6 +237,22 @@ class _World:
                 )
         self._after_end(t, job_id)
         return True
+
+    def _checkpoint(self, t: float, job_id: str, attempt: int, host: str) -> None:
+        """An upload round of the attempt ends: its work so far is kept; the next is due."""
+        fold(self.state, ev.JobCheckpointed(at=t, job_id=job_id, attempt=attempt, host=host))
+        started, base = self.attempt_start[job_id]
+        self.saved[job_id] = base + (t - started)
+        self._next_checkpoint(t, job_id, attempt)
+
+    def _next_checkpoint(self, t: float, job_id: str, attempt: int) -> None:
+        plan = self.jobs[job_id]
+        interval = self.interval.get(plan.label)
+        if interval is None:
+            return
+        started, base = self.attempt_start[job_id]
+        if t + interval < started + plan.duration - base:  # before the attempt's end
+            self.push(t + interval, _CHECKPOINT, job_id, attempt)
 
     def _submit(self, t: float, job: SimJob) -> None:
         fold(
@@ -282,7 +317,10 @@ class _World:
                         self.state,
                         ev.JobRunning(at=t, job_id=d.job_id, attempt=d.attempt, host=host),
                     )
-                self.push(t + plan.duration, _FINISH, d.job_id, d.attempt)
+                base = self.saved[d.job_id]  # resumes from its last checkpoint
+                self.attempt_start[d.job_id] = (t, base)
+                self.push(t + plan.duration - base, _FINISH, d.job_id, d.attempt)
+                self._next_checkpoint(t, d.job_id, d.attempt)
             case ev.JobPreemptionRequested():
                 self.preemptions[self.jobs[d.job_id].label] += 1
                 self.push(t + self.config.stop_seconds, _STOP, d.job_id, d.attempt)
@@ -374,24 +412,48 @@ def pooled(config: SimConfig) -> SimConfig:
     return msgspec.structs.replace(config, shares=[share])
 
 
+NO_CHECKPOINTS = "no checkpoints"
+
+
 class Comparison(msgspec.Struct, frozen=True):
     candidate: Outcome
     reserve_only: Outcome
     pooled: Outcome
+    # The candidate with no share checkpointing; None when the candidate has none anyway.
+    no_checkpoints: Outcome | None = None
+    checkpoint_intervals: dict[str, float] = {}  # share -> seconds, in the candidate
 
     def outcomes(self) -> list[Outcome]:
-        return [self.candidate, self.reserve_only, self.pooled]
+        plain = [] if self.no_checkpoints is None else [self.no_checkpoints]
+        return [self.candidate, *plain, self.reserve_only, self.pooled]
 
 
-def scenarios(
-    config: SimConfig, jobs: Sequence[SimJob]
-) -> list[tuple[str, SimConfig, list[SimJob]]]:
-    """The candidate and its two references, each with the jobs as it schedules them."""
-    return [
-        ("candidate", config, list(jobs)),
-        ("reserve-only", reserve_only(config), list(jobs)),
-        ("pooled bound", pooled(config), [msgspec.structs.replace(j, share=POOLED) for j in jobs]),
+def lost_unit_hours(outcome: Outcome) -> float:
+    """Unit-hours preemptions threw away in this outcome, every share together."""
+    return sum(share.lost_unit_hours for share in outcome.shares)
+
+
+Scenario = tuple[str, SimConfig, list[SimJob], list[ShareConfig]]
+
+
+def scenarios(config: SimConfig, jobs: Sequence[SimJob]) -> list[Scenario]:
+    """The candidate and its references, each with the jobs as it schedules them and the
+    shares its figures count for (their checkpoint intervals apply in every scenario);
+    with checkpoints, the candidate without them too."""
+    runs: list[Scenario] = [
+        ("candidate", config, list(jobs), config.shares),
+        ("reserve-only", reserve_only(config), list(jobs), config.shares),
+        (
+            "pooled bound",
+            pooled(config),
+            [msgspec.structs.replace(j, share=POOLED) for j in jobs],
+            config.shares,
+        ),
     ]
+    if checkpoints(config):
+        plain = without_checkpoints(config)
+        runs.insert(1, (NO_CHECKPOINTS, plain, list(jobs), plain.shares))
+    return runs
 
 
 def _simulate_scenario(
@@ -404,15 +466,21 @@ def _simulate_scenario(
 def compare(config: SimConfig, jobs: Sequence[SimJob], workers: int = 1) -> Comparison:
     """The candidate and its references, on up to `workers` processes (one per scenario)."""
     runs = scenarios(config, jobs)
-    labels = [config.shares] * len(runs)
-    names = [name for name, _, _ in runs]
-    configs = [cfg for _, cfg, _ in runs]
-    scenario_jobs = [js for _, _, js in runs]
+    names = [name for name, _, _, _ in runs]
+    configs = [cfg for _, cfg, _, _ in runs]
+    scenario_jobs = [js for _, _, js, _ in runs]
+    labels = [shares for _, _, _, shares in runs]
     if workers <= 1:
         outcomes = list(map(_simulate_scenario, names, configs, scenario_jobs, labels))
     else:
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(min(workers, len(runs)), mp_context=context) as pool:
             outcomes = list(pool.map(_simulate_scenario, names, configs, scenario_jobs, labels))
-    candidate, reserve, bound = outcomes
-    return Comparison(candidate, reserve, bound)
+    by_name = dict(zip(names, outcomes, strict=True))
+    return Comparison(
+        by_name["candidate"],
+        by_name["reserve-only"],
+        by_name["pooled bound"],
+        by_name.get(NO_CHECKPOINTS),
+        checkpoints(config),
+    )

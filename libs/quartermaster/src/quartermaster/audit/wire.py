@@ -72,6 +72,7 @@ def _transition(t: Transition) -> pb.ExplainedTransition:
                         dispatched_at=_ms(c.dispatched_at),
                         chosen=c.chosen,
                         why=c.why,
+                        seconds_at_risk=c.seconds_at_risk,
                     )
                     for c in d.candidates
                 ],
@@ -123,6 +124,7 @@ def _from_transition(t: pb.ExplainedTransition, queue: str) -> Transition:
                     c.dispatched_at / 1000,
                     c.chosen,
                     c.why,
+                    c.seconds_at_risk if c.HasField("seconds_at_risk") else None,
                 )
                 for c in d.candidates
             ],

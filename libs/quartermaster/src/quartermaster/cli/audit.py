@@ -192,6 +192,8 @@ def simulate_jobs(a: argparse.Namespace) -> int:
         config = simconfig.load_config(a.config) if a.config is not None else recorded.config
         jobs = recorded.jobs_for(config)
         print(recorded.summary())
+    if a.checkpoint_interval:
+        config = simconfig.with_checkpoints(config, dict(a.checkpoint_interval))
     started = time.perf_counter()
     comparison = compare(config, jobs, workers=a.workers)
     print(render_comparison(comparison, time.perf_counter() - started))
@@ -200,6 +202,18 @@ def simulate_jobs(a: argparse.Namespace) -> int:
         a.svg.write_text(render(comparison.candidate, limits))
         print(f"timeline: {a.svg}")
     return 0
+
+
+def _share_seconds(text: str) -> tuple[str, float]:
+    """`research=600` -> ("research", 600.0) (`--checkpoint-interval`)."""
+    share, sep, seconds = text.rpartition("=")
+    try:
+        value = float(seconds)
+    except ValueError:
+        value = float("nan")
+    if not sep or not share or not value > 0:
+        raise argparse.ArgumentTypeError(f"SHARE=SECONDS with SECONDS > 0, got {text!r}")
+    return share, value
 
 
 # ---- the instant of `qm audit state --at` -------------------------------------------
@@ -274,6 +288,15 @@ def register(groups: Any) -> None:
     p.add_argument("--config", type=Path, default=None, help="candidate (default: the log's own)")
     p.add_argument("--queue", default=None, help="the recorded queue to replay (--log)")
     p.add_argument("--svg", type=Path, default=None, help="write the utilization timeline here")
+    p.add_argument(
+        "--checkpoint-interval",
+        type=_share_seconds,
+        action="append",
+        default=[],
+        metavar="SHARE=SECONDS",
+        help="the share's jobs checkpoint this often (repeatable; SHARE * for every share); "
+        "lost work is then reported with and without checkpoints",
+    )
     p.add_argument(
         "--workers", type=int, default=3, help="processes: one per scenario (1: one after another)"
     )

@@ -7,7 +7,7 @@ import datetime as dt
 from quartermaster import events as ev
 from quartermaster.audit.explain import Explanation, Transition
 from quartermaster.audit.replay import Instant, ShareUsage
-from quartermaster.audit.simulate import Comparison
+from quartermaster.audit.simulate import Comparison, lost_unit_hours
 from quartermaster.audit.verify import Report
 from quartermaster.cli.tables import render
 
@@ -189,7 +189,11 @@ def _transition(t: Transition) -> list[str]:
             for c in d.candidates:
                 mark = "*" if c.chosen else " "
                 name = c.job_name or "?"
-                out.append(f"{pad}  {mark} {name:<16} {c.share:<12} prio {c.priority:<4} {c.why}")
+                risk = duration(c.seconds_at_risk)  # "-": a candidate sent without it
+                out.append(
+                    f"{pad}  {mark} {name:<16} {c.share:<12} prio {c.priority:<4} "
+                    f"at risk {risk:<9} {c.why}"
+                )
     if t.usage:
         out.append(f"{pad}usage before: {_usage_line(t.usage)}")
     return out
@@ -237,12 +241,21 @@ def render_comparison(c: Comparison, seconds: float) -> str:
         ),
         rows,
     )
-    return "\n".join(
-        [
-            f"simulated {len(outcomes)} scenarios in {seconds:.1f} s "
-            f"({c.candidate.capacity} units of capacity)",
-            head,
+    lines = [
+        f"simulated {len(outcomes)} scenarios in {seconds:.1f} s "
+        f"({c.candidate.capacity} units of capacity)",
+        head,
+        "",
+        table,
+    ]
+    if c.no_checkpoints is not None:
+        intervals = ", ".join(
+            f"{share} every {duration(seconds)}"
+            for share, seconds in c.checkpoint_intervals.items()
+        )
+        lines += [
             "",
-            table,
+            f"lost to preemption: {lost_unit_hours(c.candidate):.2f} unit-hours with "
+            f"checkpoints ({intervals}), {lost_unit_hours(c.no_checkpoints):.2f} without",
         ]
-    )
+    return "\n".join(lines)
