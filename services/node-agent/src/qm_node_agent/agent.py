@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Any
 
 from qm_node_agent.attempt import AttemptRunner
+from qm_node_agent.contract.checkpoints import Round
 from qm_node_agent.contract.host import interface_of
 from qm_node_agent.desired import attempt_on, cache_chains, is_current, should_run, stop_reason
 from qm_node_agent.desired import stop_wanted as stop_wanted_for
@@ -420,9 +421,24 @@ class NodeAgent:
             clock=self._clock,
             on_running=self._started,
             access_for=self._roles.access,
+            checkpointed=self._checkpointed,
         )
         self._runners[record.key] = runner
         return runner
+
+    async def _checkpointed(self, record: AttemptRecord, done: Round) -> None:
+        """A completed checkpoint upload: on the log, so it knows what a stop would lose."""
+        assert self._reporter is not None
+        event = ev.JobCheckpointed(
+            at=done.at,
+            job_id=record.job_id,
+            attempt=record.attempt,
+            host=record.host,
+            bytes=done.bytes,
+            files=done.files,
+        )
+        msg_id = f"{record.job_id}:{record.attempt}:{record.host}:checkpoint:{done.at!r}"
+        await self._reporter.append(event, msg_id)
 
     def _started(self, report: ev.JobRunning) -> None:
         """Time this host's start from its own stored report (views may skip a RUNNING)."""

@@ -3,8 +3,8 @@
 Before the entrypoint starts, the newest complete checkpoint under `S3Uri` is
 restored into `LocalPath` (default /opt/ml/checkpoints). While the job runs, new
 and changed files are uploaded within seconds (a file is taken once it has stayed
-the same for one scan, so a file being written is not sent half done) and deleted
-files are deleted. After each round that changed something, a manifest
+the same for one scan or for `SETTLE_S`, so a file being written is not sent half
+done) and deleted files are deleted. After each round that changed something, a manifest
 (`.qm-checkpoint.json`: every file with its size and ETag) is written last: a
 restore takes exactly the files of the newest manifest, so a round cut short by a
 crash or a failed upload is never restored as if complete. Stores written by
@@ -38,6 +38,9 @@ from quartermaster.objectstore import (
 from quartermaster.objectstore.store import ObjectStore
 
 MANIFEST = ".qm-checkpoint.json"
+# A file is taken once it stayed the same for a scan, or was last changed this long
+# ago (a file rewritten more often than scans still goes up).
+SETTLE_S = 0.25
 DEFAULT_LOCAL_PATH = "/opt/ml/checkpoints"
 ML = "/opt/ml/"
 
@@ -205,10 +208,12 @@ class CheckpointSync:
         if not self._primed:
             self._prime()
         now = self._scan()
+        settled = time.time_ns() - int(SETTLE_S * 1e9)
         ready = {
             name: stat
             for name, stat in now.items()
-            if self._uploaded.get(name) != stat and (flush or self._seen.get(name) == stat)
+            if self._uploaded.get(name) != stat
+            and (flush or self._seen.get(name) == stat or stat[1] <= settled)
         }
         gone = [name for name in self._uploaded if name not in now]
         self._seen = now
