@@ -368,3 +368,39 @@ def test_describe_service_job_carries_the_lost_work() -> None:
         job_doc(w.state, w.job("a")), pb.ServiceJobDetail(), ignore_unknown_fields=True
     )
     assert not other.attempts[0].HasField("lost_unit_seconds")  # never preempted
+
+
+# ---- qm simulate ------------------------------------------------------------------------------
+
+
+def test_simulated_checkpoints_shrink_the_lost_work_and_resume_the_victim() -> None:
+    from quartermaster.audit.simconfig import ShareConfig, SimConfig, TraceJob, with_checkpoints
+    from quartermaster.audit.simulate import compare, lost_unit_hours, trace_jobs
+
+    hour = 3600.0
+    config = SimConfig(
+        capacity={UNIT: 2},
+        shares=[
+            ShareConfig("QS1", {UNIT: 1}, ev.SharingStrategy.LEND_AND_BORROW),
+            ShareConfig("QS2", {UNIT: 1}, ev.SharingStrategy.LEND),
+        ],
+    )
+    trace = [  # QS1's two jobs take both units; QS2's reclaims one at 5.5 h
+        TraceJob(0, 10 * hour, "QS1", instance_type=UNIT, name="A"),
+        TraceJob(0, 10 * hour, "QS1", instance_type=UNIT, name="B"),
+        TraceJob(5.5 * hour, 10 * hour, "QS2", instance_type=UNIT, name="C"),
+    ]
+    c = compare(with_checkpoints(config, {"QS1": hour}), trace_jobs(trace))
+    assert c.no_checkpoints is not None and c.checkpoint_intervals == {"QS1": hour}
+    # without: the victim's 5.5 h are done again; it restarts at 10 h and ends at 20 h
+    assert lost_unit_hours(c.no_checkpoints) == pytest.approx(5.5)
+    assert c.no_checkpoints.horizon == pytest.approx(20 * hour)
+    # hourly: it loses the half hour since 5 h and resumes at 10 h with 5 h left; C ends last
+    assert lost_unit_hours(c.candidate) == pytest.approx(0.5)
+    assert c.candidate.horizon == pytest.approx(15.5 * hour)
+    assert [o.scenario for o in c.outcomes()] == [
+        "candidate",
+        "no checkpoints",
+        "reserve-only",
+        "pooled bound",
+    ]
