@@ -40,7 +40,7 @@ from quartermaster.objectstore.uri import S3Location
 # Objects larger than this are read in parallel ranges (one stream tops out well below
 # what the store serves to several).
 RANGED_ABOVE = 64 * 1024 * 1024
-RANGE_BYTES = 32 * 1024 * 1024
+RANGE_BYTES = 8 * 1024 * 1024
 PARALLEL = 16
 UPLOAD_PART_BYTES = 16 * 1024 * 1024
 _STATUS = re.compile(r"status code: (\d{3})")
@@ -130,19 +130,23 @@ class ObjectStore:
     def download(self, where: S3Location, target: Path, size: int | None = None) -> int:
         """Write the object to `target` (created or truncated); returns its size.
 
-        Written to a temporary name first: a `target` that exists is whole."""
+        Written in place: a caller that must tell a whole file from a cut one keeps its
+        own record of what completed (staging's `staged.json`, a checkpoint manifest)."""
         store = self._store(where.bucket)
-        tmp = target.with_name(f".{target.name}.part")
         with _classified(where.uri):
             if size is None:
                 size = int(obstore.head(store, where.key)["size"])
-            with open(tmp, "wb") as handle:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
                 if size > RANGED_ABOVE:
-                    _ranged(store, where.key, size, handle.fileno())
+                    _ranged(store, where.key, size, fd)
                 else:
-                    for chunk in obstore.get(store, where.key).stream(min_chunk_size=1 << 20):
-                        handle.write(chunk)
-        os.replace(tmp, target)
+                    data = obstore.get(store, where.key).bytes()
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
         return size
 
     def download_many(
@@ -211,7 +215,10 @@ def _ranged(store: S3Store, key: str, size: int, fd: int) -> None:
         data = obstore.get_range(store, key, start=start, end=end)
         os.pwrite(fd, memoryview(data), start)
 
-    os.ftruncate(fd, size)
+    try:  # the blocks up front: parallel writes then fill them, not allocate them
+        os.posix_fallocate(fd, 0, size)
+    except OSError:
+        os.ftruncate(fd, size)
     with cf.ThreadPoolExecutor(min(PARALLEL, len(starts))) as pool:
         for future in [pool.submit(part, start) for start in starts]:
             future.result()

@@ -5,7 +5,7 @@ restored into `LocalPath` (default /opt/ml/checkpoints). While the job runs, new
 and changed files are uploaded within seconds (a file is taken once it has stayed
 the same for one scan or for `SETTLE_S`, so a file being written is not sent half
 done) and deleted files are deleted. After each round that changed something, a manifest
-(`.qm-checkpoint.json`: every file with its size and ETag) is written last: a
+(`.qm-checkpoint.json`: every file with its size) is written last: a
 restore takes exactly the files of the newest manifest, so a round cut short by a
 crash or a failed upload is never restored as if complete. Stores written by
 something else (no manifest) are restored whole.
