@@ -43,6 +43,7 @@ def make_stack(
                 "stop_grace_seconds": 2.0,
                 "heartbeat_seconds": 1.0,
                 "tick_seconds": 1.0,
+                "object_store": False,  # tests of the store ask for one (3 s to start)
                 **fields,
             }
         )

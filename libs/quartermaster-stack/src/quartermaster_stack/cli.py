@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
+import shlex
 import shutil
 import signal
 import sys
@@ -40,9 +42,43 @@ def settings_from(args: argparse.Namespace, **overrides: object) -> StackSetting
         "gpus_per_node": args.gpus_per_node,
         "secure": not args.insecure,
         "metrics_port": args.metrics_port or None,  # 0: off
+        **_object_store_fields(args),
     }
     fields.update(overrides)
     return StackSettings(**fields)  # type: ignore[arg-type]
+
+
+def _object_store_fields(args: argparse.Namespace) -> dict[str, object]:
+    """`--s3-url`'s keys and region: the flags, else the standard AWS_* variables."""
+    env = os.environ
+    fields: dict[str, object] = {"s3_url": args.s3_url, "roles_file": args.roles_file}
+    if args.s3_url:
+        fields["s3_access_key_id"] = args.s3_access_key_id or env.get("AWS_ACCESS_KEY_ID", "")
+        fields["s3_secret_access_key"] = args.s3_secret_access_key or env.get(
+            "AWS_SECRET_ACCESS_KEY", ""
+        )
+        region = args.s3_region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+        if region:
+            fields["s3_region"] = region
+    return fields
+
+
+def object_store_line(stack: Stack) -> str | None:
+    """Where the default execution role's objects go, and how a shell reaches them."""
+    if stack.object_store is None or stack.roles_file is None:
+        return None
+    where = stack.object_store.endpoint_url or "AWS S3"
+    if stack.settings.roles_file is not None:  # the operator's map: no bucket made
+        hint = f"qm aws-env --roles-file {_quoted(stack.roles_file)}"
+    else:
+        where += f", bucket s3://{stack.settings.s3_bucket}"
+        default = stack.data_dir == Path(".qm-data").resolve()
+        hint = "qm aws-env" + ("" if default else f" --data-dir {_quoted(stack.data_dir)}")
+    return f'object store: {where} (eval "$({hint})")'
+
+
+def _quoted(path: Path) -> str:
+    return shlex.quote(str(path))
 
 
 async def up(settings: StackSettings) -> None:
@@ -65,6 +101,8 @@ async def up(settings: StackSettings) -> None:
             )
         else:
             print("INSECURE: plaintext gRPC, every caller is an admin", flush=True)
+        if (store := object_store_line(stack)) is not None:
+            print(store, flush=True)
         where = "" if stack.credentials_dir is None else f" --credentials {stack.credentials_dir}"
         print(f"try: qm --address {stack.address}{where} nodes list   (Ctrl-C stops)", flush=True)
         await stopping.wait()
@@ -180,6 +218,34 @@ def _stack_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--gpus-per-node", type=int, default=None, help="GPUs per host (None: detect, nvidia-smi)"
+    )
+    store = p.add_argument_group(
+        "object store",
+        "the store the default execution role maps to; default: SeaweedFS embedded under "
+        "--data-dir, on 127.0.0.1, with keys made there",
+    )
+    store.add_argument(
+        "--s3-url", default=None, help="use the S3 API at this URL instead of embedding a store"
+    )
+    store.add_argument(
+        "--s3-access-key-id", default=None, help="--s3-url's key (default: $AWS_ACCESS_KEY_ID)"
+    )
+    store.add_argument(
+        "--s3-secret-access-key",
+        default=None,
+        help="--s3-url's secret (default: $AWS_SECRET_ACCESS_KEY)",
+    )
+    store.add_argument(
+        "--s3-region",
+        default=None,
+        help="--s3-url's region (default: $AWS_REGION, $AWS_DEFAULT_REGION, else us-east-1)",
+    )
+    store.add_argument(
+        "--roles-file",
+        type=Path,
+        default=None,
+        help="an operator's role map (execution role ARN -> store credentials), used as is: "
+        "no store is started and none is written",
     )
     p.add_argument(
         "--insecure",

@@ -25,6 +25,17 @@ class StackSettings(msgspec.Struct, frozen=True, kw_only=True):
     grpc_port: int = 50051
     nats_url: str | None = None  # None: embed a nats-server under data_dir
     postgres_url: str | None = None  # None: embed Postgres under data_dir
+    # The object store the default execution role maps to (<data_dir>/credentials/roles.json):
+    # SeaweedFS embedded under data_dir, or the S3 API at s3_url with these keys.
+    # roles_file: an operator's role map, used as is (no store started, none written).
+    # object_store False: no store and no role map (any RoleArn is accepted).
+    object_store: bool = True
+    s3_url: str | None = None
+    s3_access_key_id: str = ""
+    s3_secret_access_key: str = ""
+    s3_region: str = "us-east-1"
+    s3_bucket: str = "quartermaster"  # made at start: the SageMaker SDK's default bucket
+    roles_file: Path | None = None
     gpus_per_node: int | None = None  # None: detect (nvidia-smi), else 0
     stop_grace_seconds: float = 30.0
     heartbeat_seconds: float = 2.0

@@ -17,6 +17,11 @@ its tables still move only with its committed position.
 With `settings.node_processes` (`qm up --node-processes`) each node agent runs as
 `python -m qm_node_agent` in a process of its own instead (`node_process.py`), as
 on hosts of their own: it reads its host feed, which the scheduler then relays.
+
+The object store (SeaweedFS embedded under `data_dir/s3`, or `settings.s3_url`) starts
+on a thread while NATS and Postgres start; its bucket is made and the role map
+naming it (`data_dir/credentials/roles.json`) is written before admission and the
+node agents start, which read it (`roles_file`).
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ from quartermaster.auth.local import SERVER_NAMES, LocalCredentials
 from quartermaster.bus import JetStreamLog
 from quartermaster.bus.access import NatsCredentials
 from quartermaster.cancelling import cancel_and_wait
+from quartermaster.cli.aws_env import stack_roles_file
+from quartermaster.client.trainer import DEFAULT_ROLE
 from quartermaster.core import State
 from quartermaster.embedded.nats_auth import (
     BusLayout,
@@ -60,6 +67,7 @@ from quartermaster.embedded.nats_auth import (
 from quartermaster.embedded.nats_credentials import NatsPasswords
 from quartermaster.embedded.nats_server import EmbeddedNats
 from quartermaster.embedded.postgres import EmbeddedPostgres
+from quartermaster.embedded.seaweedfs import EmbeddedSeaweedFS
 from quartermaster.eventlog import LogFollower
 from quartermaster.eventlog.bootstrap import bootstrap
 from quartermaster.metrics import (
@@ -70,6 +78,8 @@ from quartermaster.metrics import (
     SchedulerMetrics,
     StateCollector,
 )
+from quartermaster.objectstore import ObjectStoreError, RoleMap, S3Access
+from quartermaster.objectstore.store import ObjectStore
 from quartermaster.store import Projector, ReadModel
 from quartermaster.telemetry import logs
 from quartermaster_stack.node_process import NodeProcess
@@ -98,6 +108,9 @@ class Stack:
         self.postgres_url = settings.postgres_url or ""
         self._nats: EmbeddedNats | None = None
         self._postgres: EmbeddedPostgres | None = None
+        self._seaweedfs: EmbeddedSeaweedFS | None = None
+        self.roles_file: Path | None = None  # the role map admission and the agents read
+        self.object_store: S3Access | None = None  # what the default role maps to
         self._pool: Any = None
         self._stoppers: dict[str, Stopper] = {}
         self.parts: dict[str, Any] = {}  # name -> the running service object
@@ -146,6 +159,29 @@ class Stack:
 
     async def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        # weed takes seconds to serve S3: it starts beside NATS and Postgres.
+        object_store = asyncio.create_task(asyncio.to_thread(self._start_object_store))
+        try:
+            await self._start_log_and_database()
+        except BaseException:
+            await asyncio.wait([object_store])  # stop() then stops what it started
+            if not object_store.cancelled():
+                object_store.exception()  # the first error is the one raised
+            raise
+        await object_store
+        if self.settings.shared_fold:
+            self._fold_log = await self._connect("fold", as_part="admission")
+            self.fold = LogFollower(self._fold_log)
+        await self.start_part("scheduler")
+        await self.start_part("warmpool")
+        await self.start_part("admission")
+        if self.fold is not None:  # once admission's watch hub listens: it sees all
+            await self.fold.start()
+        for host in self.host_ids():
+            await self.start_part(host)
+        await self.wait_healthy()
+
+    async def _start_log_and_database(self) -> None:
         if self.settings.secure:
             self.credentials = await asyncio.to_thread(
                 LocalCredentials.ensure,
@@ -159,17 +195,39 @@ class Stack:
             self._postgres = await asyncio.to_thread(postgres.start)
             self.postgres_url = await postgres.create_database("quartermaster")
         self._pool = await asyncpg.create_pool(self.postgres_url, min_size=1, max_size=16)
-        if self.settings.shared_fold:
-            self._fold_log = await self._connect("fold", as_part="admission")
-            self.fold = LogFollower(self._fold_log)
-        await self.start_part("scheduler")
-        await self.start_part("warmpool")
-        await self.start_part("admission")
-        if self.fold is not None:  # once admission's watch hub listens: it sees all
-            await self.fold.start()
-        for host in self.host_ids():
-            await self.start_part(host)
-        await self.wait_healthy()
+
+    def _start_object_store(self) -> None:
+        """The store the default execution role maps to, its bucket, and the role map
+        (blocking: run on a thread). An operator's `roles_file` is used as it is."""
+        s = self.settings
+        if s.roles_file is not None:
+            self.roles_file = Path(s.roles_file).resolve()
+            self.object_store = RoleMap.load(self.roles_file).default_access
+            return
+        if not s.object_store:
+            return
+        if s.s3_url:
+            access = S3Access(
+                endpoint_url=s.s3_url,
+                access_key_id=s.s3_access_key_id,
+                secret_access_key=s.s3_secret_access_key,
+                region=s.s3_region,
+            )
+        else:
+            self._seaweedfs = EmbeddedSeaweedFS(
+                self.data_dir / "s3", self.data_dir / "credentials", region=s.s3_region
+            )
+            access = self._seaweedfs.start().access
+        try:
+            ObjectStore(access).create_bucket(s.s3_bucket)
+        except ObjectStoreError as err:
+            if self._seaweedfs is not None:
+                raise
+            log.warning("bucket %s not created at %s: %s", s.s3_bucket, s.s3_url, err)
+        self.roles_file = stack_roles_file(self.data_dir)
+        self.roles_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        RoleMap(roles={DEFAULT_ROLE: access}, default_role=DEFAULT_ROLE).save(self.roles_file)
+        self.object_store = access
 
     async def stop(self) -> None:
         for name in reversed(list(self._stoppers)):
@@ -187,9 +245,9 @@ class Stack:
         if self._nats is not None:
             self._nats.stop()
             self._nats = None
-        if self._postgres is not None:
-            await asyncio.to_thread(self._postgres.stop)
-            self._postgres = None
+        servers = [server for server in (self._postgres, self._seaweedfs) if server is not None]
+        self._postgres = self._seaweedfs = None
+        await asyncio.gather(*(asyncio.to_thread(server.stop) for server in servers))
         if self.metrics_server is not None:
             self.metrics_server.close()
             self.metrics_server = None
@@ -400,6 +458,7 @@ class Stack:
             grpc_port=self.port,
             pg_schema=self.settings.pg_schema,
             require_command=self.settings.runtime == "process",
+            roles_file=str(self.roles_file or ""),
             **self._admission_security(),
             **self._bus_fields("admission"),
         )
@@ -438,6 +497,7 @@ class Stack:
             heartbeat_seconds=s.heartbeat_seconds,
             stop_grace_seconds=s.stop_grace_seconds,
             nats_credentials=self.nats_credentials(host),
+            roles_file=str(self.roles_file or ""),
         )
 
     async def _agent(self, host: str) -> Stopper:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
-from quartermaster.cli import audit, jobs, plugins, resources, usage
+from quartermaster.cli import audit, aws_env, jobs, plugins, resources, usage
 from quartermaster.cli import top as top_command
 from quartermaster.cli.options import (
     CALL_ERROR,
@@ -433,6 +433,7 @@ def parser() -> argparse.ArgumentParser:
     audit.register(groups)
     usage.register(groups)
     top_command.register(groups)
+    aws_env.register(groups)
 
     def group(name: str, help_: str) -> Any:
         return groups.add_parser(name, help=help_, description=help_).add_subparsers(
