@@ -79,5 +79,10 @@ def test_the_readme_blocks_run_against_qm_up(tmp_path: Path) -> None:
             )
     everything = "\n".join(outputs)
     assert "hello from a job" in everything  # qm job logs showed the job's output
+    assert "model: 100" in everything  # the S3 channel, the hyperparameter, model.tar.gz in S3
+    # The preempted counter started at 0, then resumed from its checkpoint in S3, not from 0.
+    starts = [int(n) for n in re.findall(r"^starting at step (\d+)$", everything, re.M)]
+    assert starts[:1] == [0] and len(starts) == 2 and starts[1] > 0, starts
+    assert "done at step 20" in everything
     python_output = outputs[[info for info, _, _ in found].index("python")]
     assert "SUCCEEDED" in python_output, python_output  # the Python snippet's job

@@ -73,6 +73,20 @@ def members(store: ObjectStore, uri: str) -> dict[str, bytes]:
         }
 
 
+def job_namespaces(training_job_prefix: str) -> set[str]:
+    """The mount namespaces of processes whose TRAINING_JOB_NAME starts with the prefix."""
+    found = set()
+    marker = f"TRAINING_JOB_NAME={training_job_prefix}".encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if any(v.startswith(marker) for v in (entry / "environ").read_bytes().split(b"\0")):
+                    found.add(str((entry / "ns" / "mnt").readlink()))
+            except OSError:
+                continue
+    return found
+
+
 def settings(cluster: Cluster, host: str = "h1") -> Any:
     return cluster.settings(host, roles_file=str(cluster.tmp / "roles.json"))
 
@@ -86,7 +100,8 @@ async def test_channels_come_from_s3_and_the_model_goes_back(
         "set -e; cd /opt/ml; cat input/data/train/a.csv input/data/train/sub/b.csv > model/rows;"
         " cp input/config/hyperparameters.json model/hp.json;"
         " echo done > output/data/report.txt;"
-        ' [ "$AWS_ENDPOINT_URL_S3" != "" ] && [ "$TRAINING_JOB_NAME" = "s3job-s3job-1" ]'
+        ' [ "$AWS_ENDPOINT_URL_S3" != "" ] && [ "$S3_ENDPOINT_URL" = "$AWS_ENDPOINT_URL_S3" ]'
+        ' && [ "$TRAINING_JOB_NAME" = "s3job-s3job-1" ]'
     )
     body = request(
         script,
@@ -94,10 +109,16 @@ async def test_channels_come_from_s3_and_the_model_goes_back(
         InputDataConfig=[channel("train", "s3://data/run1/train")],
         OutputDataConfig={"S3OutputPath": "s3://out/models"},
     )
-    async with cluster.agent(settings(cluster)):
+    host = settings(cluster)
+    async with cluster.agent(host):
         await cluster.until_host()
         await cluster.run("s3job", body)
         done = await cluster.until_reported("s3job", ev.JobSucceeded, timeout=60)
+        # Nothing stays behind once no warm pool keeps the chain: its /opt/ml tree and
+        # staged channels, the archives' temporary files, the job's mount namespace.
+        ml_root = Path(host.data_dir) / "opt-ml"
+        await cluster.until("the chain's /opt/ml removed", lambda: not any(ml_root.iterdir()))
+        await cluster.until("no mount namespace of the job", lambda: not job_namespaces("s3job-"))
 
     model = "s3://out/models/s3job-s3job-1/output/model.tar.gz"
     assert done.model_artifacts == model

@@ -29,10 +29,13 @@ class S3Access(msgspec.Struct, frozen=True, kw_only=True):
 
     def environment(self) -> dict[str, str]:
         """What a job's process or container receives (boto3, the AWS CLI and the
-        SageMaker toolkit read these)."""
+        SageMaker training toolkit read these)."""
         env = {"AWS_REGION": self.region, "AWS_DEFAULT_REGION": self.region}
         if self.endpoint_url:
             env["AWS_ENDPOINT_URL_S3"] = self.endpoint_url
+            # The training toolkit passes this one to boto3 itself (boto3 before 1.28,
+            # in older framework images, ignores AWS_ENDPOINT_URL_S3).
+            env["S3_ENDPOINT_URL"] = self.endpoint_url
         if self.access_key_id:
             env["AWS_ACCESS_KEY_ID"] = self.access_key_id
             env["AWS_SECRET_ACCESS_KEY"] = self.secret_access_key
