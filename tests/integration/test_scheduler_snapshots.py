@@ -1,8 +1,14 @@
-"""The scheduler's snapshots in a real JetStream object store: many chunks, old formats."""
+"""The scheduler's snapshots in a real JetStream object store: many chunks, old formats,
+a store that answers late (a fresh cluster) and one whose snapshot lost a chunk."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -12,7 +18,10 @@ from quartermaster import events as ev
 from quartermaster.bus import JetStreamLog
 from quartermaster.core import State, decide, fold
 from quartermaster.core.snapshot import take
+from quartermaster.embedded.errors import EmbeddedServerError
+from quartermaster.embedded.nats_server import EmbeddedNats
 from quartermaster.testing.invariants import snapshot as canonical
+from quartermaster.testing.servers import unavailable
 
 UNIT = "ml.g5.xlarge"
 
@@ -86,3 +95,71 @@ async def test_a_snapshot_in_an_older_format_is_ignored_with_a_log_line(
 async def test_no_snapshot_yet_means_a_replay(jetstream_log: JetStreamLog) -> None:
     store = await SnapshotStore.open(jetstream_log, f"none-{jetstream_log.stream}")
     assert await store.load_state() is None
+
+
+@pytest.fixture
+async def pausable_log(tmp_path: Path) -> AsyncIterator[tuple[EmbeddedNats, JetStreamLog]]:
+    """A nats-server of this test's own (it is paused) and a log whose requests wait 0.5 s."""
+    server = EmbeddedNats(tmp_path / "nats")
+    try:
+        server.start()
+    except EmbeddedServerError as err:
+        unavailable("nats-server", err)
+    event_log = await JetStreamLog.connect(server.url, "PAUSED", "paused", timeout_s=0.5)
+    try:
+        yield server, event_log
+    finally:
+        assert server.pid is not None
+        os.kill(server.pid, signal.SIGCONT)
+        await event_log.close()
+        server.stop()
+
+
+async def test_a_store_that_does_not_answer_at_first_is_asked_again_not_called_damaged(
+    pausable_log: tuple[EmbeddedNats, JetStreamLog], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A fresh cluster's first read of a just-created bucket timed out and was logged as
+    damage (ERROR, traceback); a server that answers late is a wait, an empty store INFO."""
+    server, event_log = pausable_log
+    store = await SnapshotStore.open(event_log, "fresh-snapshots")
+    assert server.pid is not None
+    os.kill(server.pid, signal.SIGSTOP)  # requests time out, as on an electing cluster
+    with caplog.at_level(logging.INFO, logger="qm_scheduler.snapshots"):
+        loading = asyncio.create_task(store.load_state())
+        await asyncio.sleep(1.5)  # at least two timed-out reads
+        os.kill(server.pid, signal.SIGCONT)
+        assert await loading is None
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+    assert "not answering yet" in caplog.text
+    assert "no snapshot scheduler-PAUSED in fresh-snapshots yet" in caplog.text
+
+
+async def test_a_store_that_never_answers_is_a_warning_and_a_replay(
+    pausable_log: tuple[EmbeddedNats, JetStreamLog], caplog: pytest.LogCaptureFixture
+) -> None:
+    server, event_log = pausable_log
+    store = await SnapshotStore.open(event_log, "stalled-snapshots", patience_s=1.0)
+    assert server.pid is not None
+    os.kill(server.pid, signal.SIGSTOP)
+    with caplog.at_level(logging.INFO, logger="qm_scheduler.snapshots"):
+        assert await store.load_state() is None
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.levelno for r in warnings] == [logging.WARNING], caplog.text
+    assert "did not answer within 1 s" in warnings[0].getMessage()
+    assert warnings[0].exc_info is None  # no traceback: nothing is damaged
+
+
+async def test_a_snapshot_with_a_lost_chunk_is_still_an_error(
+    jetstream_log: JetStreamLog, caplog: pytest.LogCaptureFixture
+) -> None:
+    bucket = f"lost-{jetstream_log.stream}"
+    store = await SnapshotStore.open(jetstream_log, bucket)
+    data = take(a_state(2_000), seq=99, lean=True)
+    assert len(data) > 3 * 128 * 1024, "the test needs an object of several chunks"
+    await store.save(data)
+    await jetstream_log.js.delete_msg(f"OBJ_{bucket}", 2)  # the second chunk
+    with caplog.at_level(logging.INFO, logger="qm_scheduler.snapshots"):
+        assert await asyncio.wait_for(store.load_state(), 20) is None
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "unreadable" in errors[0].getMessage(), caplog.text
+    assert errors[0].exc_info is not None

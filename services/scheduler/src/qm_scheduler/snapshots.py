@@ -6,15 +6,23 @@ appends each chunk to one bytes object (quadratic: an 84 MB snapshot took about
 15 s to read, longer than replaying the log), and its push consumer paces the
 chunks (about 10 ms each). A snapshot that does not decode in this version's
 format is ignored with a log line: the log is replayed.
+
+A store that does not answer yet (a just-created bucket on a cluster whose replicas
+are still electing a leader, a node busy at start) is asked again with backoff for
+`patience_s`; no snapshot yet is an INFO line, a store that never answered a WARNING,
+and only a snapshot that is there but unreadable (chunks missing, digest wrong) an
+ERROR. An operator sees damage only where there is some.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import gc
 import hashlib
 import logging
+import time
 
 import nats.errors
 import nats.js.errors
@@ -30,6 +38,14 @@ log = logging.getLogger(__name__)
 
 
 FETCH_BATCH = 64  # chunks (128 KB each) asked for at once
+PATIENCE_S = 30.0  # how long a store that does not answer is asked again before a replay
+# What a store that is there but not answering (yet) raises: a request timed out, no
+# server serves the bucket's stream now, JetStream is electing (503).
+NOT_ANSWERING = (
+    TimeoutError,  # nats.errors.TimeoutError, asyncio's
+    nats.errors.NoRespondersError,
+    nats.js.errors.ServiceUnavailableError,
+)
 
 
 class SnapshotDamagedError(nats.js.errors.Error):
@@ -55,9 +71,10 @@ async def read_object(js: JetStreamContext, store: ObjectStore, bucket: str, nam
     parts: list[bytes] = []
     digest = hashlib.sha256()
     got = 0
+    chunks = consumer.num_pending or 0  # the chunks stored: a lost one is damage, not a wait
     try:
-        while got < info.size:
-            for msg in await sub.fetch(FETCH_BATCH, timeout=10.0):
+        while got < info.size and len(parts) < chunks:
+            for msg in await sub.fetch(min(FETCH_BATCH, chunks - len(parts)), timeout=10.0):
                 parts.append(msg.data)
                 digest.update(msg.data)
                 got += len(msg.data)
@@ -72,15 +89,29 @@ async def read_object(js: JetStreamContext, store: ObjectStore, bucket: str, nam
 
 
 class SnapshotStore:
-    def __init__(self, store: ObjectStore, name: str, js: JetStreamContext, bucket: str) -> None:
+    def __init__(
+        self,
+        store: ObjectStore,
+        name: str,
+        js: JetStreamContext,
+        bucket: str,
+        *,
+        patience_s: float = PATIENCE_S,
+    ) -> None:
         self._store = store
         self._name = name
         self._js = js
         self._bucket = bucket
+        self._patience_s = patience_s
 
     @classmethod
     async def open(
-        cls, event_log: JetStreamLog, bucket: str, *, replicas: int = 1
+        cls,
+        event_log: JetStreamLog,
+        bucket: str,
+        *,
+        replicas: int = 1,
+        patience_s: float = PATIENCE_S,
     ) -> SnapshotStore:
         """Create the object store (`replicas` copies, like the stream) or bind to it."""
         try:
@@ -89,17 +120,41 @@ class SnapshotStore:
             )
         except nats.js.errors.BadRequestError:
             store = await event_log.js.object_store(bucket)
-        return cls(store, f"scheduler-{event_log.stream}", event_log.js, bucket)
+        name = f"scheduler-{event_log.stream}"
+        return cls(store, name, event_log.js, bucket, patience_s=patience_s)
 
     async def load(self) -> bytes | None:
-        try:
-            data = await read_object(self._js, self._store, self._bucket, self._name)
-        except nats.js.errors.ObjectNotFoundError:
-            return None
-        except Exception:  # a damaged snapshot only costs a full replay
-            log.exception("snapshot %s unreadable; replaying the whole log", self._name)
-            return None
-        return data or None
+        """The newest snapshot's bytes; None: replay the whole log (the line logged says why)."""
+        deadline = time.monotonic() + self._patience_s
+        wait = 0.2
+        while True:
+            try:
+                data = await read_object(self._js, self._store, self._bucket, self._name)
+            except nats.js.errors.ObjectNotFoundError:
+                log.info(
+                    "no snapshot %s in %s yet; replaying the whole log", self._name, self._bucket
+                )
+                return None
+            except NOT_ANSWERING as err:
+                if time.monotonic() + wait >= deadline:
+                    log.warning(
+                        "snapshot store %s did not answer within %.0f s (%s); "
+                        "replaying the whole log",
+                        self._bucket,
+                        self._patience_s,
+                        type(err).__name__,
+                    )
+                    return None
+                log.info(
+                    "snapshot store %s not answering yet (%r); asking again", self._bucket, err
+                )
+                await asyncio.sleep(wait)
+                wait = min(wait * 2, 2.0)
+                continue
+            except Exception:  # a damaged snapshot only costs a full replay
+                log.exception("snapshot %s unreadable; replaying the whole log", self._name)
+                return None
+            return data or None
 
     async def load_state(self) -> tuple[State, int] | None:
         """The restored state and its log position; None: replay from the start."""
