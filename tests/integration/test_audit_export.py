@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,23 @@ async def test_the_auditor_nats_user_exports_a_secured_log(
     done = await export(settings, out)
     assert done.messages == len(stored)
     assert verify(read_log(out)).ok
+
+
+async def test_credentials_the_bus_refuses_are_one_line_at_once(
+    secured_bus: SecuredBus,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A wrong password is not retried until the deadline: the server will not change its mind."""
+    monkeypatch.setenv("QM_AUDIT_NATS_USER", AUDITOR)
+    monkeypatch.setenv("QM_AUDIT_NATS_PASSWORD", "wrong")
+    argv = ["log", "export", "--out", str(tmp_path / "x"), "--nats-url", secured_bus.url]
+    started = time.monotonic()
+    status = await asyncio.to_thread(main, argv)
+    took = time.monotonic() - started
+    [line] = capsys.readouterr().err.splitlines()
+    assert status == 1
+    assert line.startswith(f"qm: error: the bus at {secured_bus.url} as {AUDITOR}")
+    assert "refused the user" in line
+    print(f"\nrefused credentials: exit 1 after {took:.2f}s")

@@ -54,6 +54,7 @@ from quartermaster.bus import JetStreamLog
 from quartermaster.bus.access import NatsCredentials
 from quartermaster.cancelling import cancel_and_wait
 from quartermaster.cli.aws_env import stack_roles_file
+from quartermaster.cli.bus import AuditorAccess, StackFile, write_stack_file
 from quartermaster.client.trainer import DEFAULT_ROLE
 from quartermaster.core import State
 from quartermaster.embedded.nats_auth import (
@@ -180,6 +181,34 @@ class Stack:
         for host in self.host_ids():
             await self.start_part(host)
         await self.wait_healthy()
+        self._write_stack_file()
+
+    def _write_stack_file(self) -> None:
+        """`<data-dir>/stack.json`: where `qm log export`, `qm audit`, `qm usage` (and `qm
+        top`, `qm explain`) find this stack, and the read-only auditor user they use."""
+        auditor = AuditorAccess()
+        if self.nats_passwords is not None:
+            user = user_name(Role.AUDITOR)
+            creds = self._with_client_cert(NatsCredentials(user=user), "auditor")
+            auditor = AuditorAccess(
+                user=user,
+                password_file=self._relative(self.nats_passwords.password_file(user)),
+                tls_ca=self._relative(creds.tls_ca),
+                tls_cert=self._relative(creds.tls_cert),
+                tls_key=self._relative(creds.tls_key),
+            )
+        stack = StackFile(
+            grpc_address=self.address,
+            nats_url=self.nats_url,
+            stream=self.settings.stream,
+            subject_prefix=self.settings.subject_prefix,
+            auditor=auditor,
+        )
+        write_stack_file(self.data_dir, stack)
+
+    def _relative(self, path: Path | str) -> str:
+        """A path under the data dir as the stack file keeps it ("" stays "")."""
+        return str(Path(path).resolve().relative_to(self.data_dir)) if path else ""
 
     async def _start_log_and_database(self) -> None:
         if self.settings.secure:

@@ -15,6 +15,10 @@ class TransientAuditError(AuditError):
     """The log could not be reached; the same command may succeed later."""
 
 
+class LogUnreachableError(TransientAuditError):
+    """No server of the bus answered, or none let this user in, within the deadline."""
+
+
 class LogFileError(PermanentAuditError):
     """A log file is unreadable or not in a known form."""
 

@@ -14,6 +14,7 @@ import msgspec
 from quartermaster.audit.logfile import Format, LogWriter
 from quartermaster.audit.settings import AuditSettings
 from quartermaster.audit.stream import open_log, read_range
+from quartermaster.bus import JetStreamLog
 
 
 class Exported(msgspec.Struct, frozen=True):
@@ -30,18 +31,29 @@ async def export(
     from_seq: int = 1,
     to_seq: int | None = None,
 ) -> Exported:
+    async with open_log(settings) as event_log:
+        return await export_from(event_log, out, fmt, from_seq, to_seq)
+
+
+async def export_from(
+    event_log: JetStreamLog,
+    out: Path,
+    fmt: Format = Format.JSONL,
+    from_seq: int = 1,
+    to_seq: int | None = None,
+) -> Exported:
+    """Write the open log's range to `out` (whole, or not at all)."""
     partial = out.with_name(out.name + ".partial")
     messages = events = first = last = 0
     try:
         with partial.open("wb") as f:
             writer = LogWriter(f, fmt)
-            async with open_log(settings) as event_log:
-                async for envelope in read_range(event_log, from_seq, to_seq):
-                    writer.write(envelope)
-                    messages += 1
-                    events += len(envelope.events)
-                    first = first or envelope.seq
-                    last = envelope.seq
+            async for envelope in read_range(event_log, from_seq, to_seq):
+                writer.write(envelope)
+                messages += 1
+                events += len(envelope.events)
+                first = first or envelope.seq
+                last = envelope.seq
         os.replace(partial, out)
     finally:
         partial.unlink(missing_ok=True)

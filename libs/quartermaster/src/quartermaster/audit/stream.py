@@ -1,40 +1,115 @@
 """Reading the live log for an audit: a bounded range, never the stream's configuration.
 
 Needs the `bus` extra (nats-py); import this module only where a stream is read.
+Unlike a service, which waits for its bus for ever, an auditor's command gives up:
+no server answering (or none letting its user in) within the deadline is one
+`LogUnreachableError` naming the URL(s) and user it tried, and nothing is logged
+on the way (nats-py's own retries are not shown).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+from nats.aio.client import Client as NatsClient
 
 from quartermaster.audit.envelope import Envelope, from_message
-from quartermaster.audit.errors import PermanentAuditError, TransientAuditError
+from quartermaster.audit.errors import (
+    LogUnreachableError,
+    PermanentAuditError,
+    TransientAuditError,
+)
 from quartermaster.audit.settings import AuditSettings
 from quartermaster.bus import BusError, JetStreamLog, LogEntry, PermanentBusError
+from quartermaster.bus.access import server_list
 from quartermaster.bus.errors import TransientBusError
+from quartermaster.bus.translate import NATS_FAILURES
+
+CONNECT_DEADLINE_S = 5.0  # to reach a server and be let in; the stream check is one request more
+RECONNECT_WAIT_S = 0.25
+_REFUSED = "authorization violation"  # the server's -ERR for credentials it does not take
 
 
 @contextlib.asynccontextmanager
-async def open_log(settings: AuditSettings) -> AsyncIterator[JetStreamLog]:
-    """The stream as an auditor opens it: it must exist; its config is never touched."""
+async def open_log(
+    settings: AuditSettings,
+    deadline_s: float = CONNECT_DEADLINE_S,
+    *,
+    source: str = "",
+) -> AsyncIterator[JetStreamLog]:
+    """The stream as an auditor opens it: it must exist; its config is never touched.
+
+    `source` says where the settings came from (a stack file, variables), for the
+    message when nothing answers."""
+    nc = await _connect(settings, deadline_s, source)
+    event_log = JetStreamLog(nc, settings.stream, settings.subject_prefix, owns_connection=True)
     try:
-        event_log = await JetStreamLog.connect(
-            settings.nats_url,
-            settings.stream,
-            settings.subject_prefix,
-            connection_name="qm-audit",
-            credentials=settings.nats_credentials(),
-            create_stream=False,
-        )
+        await event_log.last_seq()  # raises when the stream is missing
     except PermanentBusError as err:
+        await event_log.close()
         raise PermanentAuditError(f"stream {settings.stream}: {err}") from err
-    except BusError as err:
-        raise TransientAuditError(f"cannot reach {settings.nats_url}: {err}") from err
+    except BaseException as err:
+        await event_log.close()
+        if isinstance(err, BusError):
+            raise TransientAuditError(f"stream {settings.stream}: {err}") from err
+        raise
     try:
         yield event_log
     finally:
         await event_log.close()
+
+
+async def _connect(settings: AuditSettings, deadline_s: float, source: str) -> NatsClient:
+    who = settings.nats_credentials()
+    servers = server_list(settings.nats_url)
+    seen: list[BaseException] = []
+    refused = asyncio.Event()
+
+    async def on_error(err: Exception) -> None:  # kept for the one line, never printed
+        seen.append(err)
+        if _REFUSED in str(err).lower():
+            refused.set()
+
+    options: dict[str, Any] = {
+        "name": "qm-audit",
+        "connect_timeout": min(2.0, deadline_s),
+        "reconnect_time_wait": RECONNECT_WAIT_S,
+        # Bounded both while connecting and after: a read whose server went away ends.
+        "max_reconnect_attempts": max(1, int(deadline_s / RECONNECT_WAIT_S)),
+        **who.connect_options(),
+    }
+    if (inbox := who.inbox_prefix()) is not None:
+        options["inbox_prefix"] = inbox
+    nc = NatsClient()
+    connecting = asyncio.ensure_future(nc.connect(servers, error_cb=on_error, **options))
+    stop = asyncio.ensure_future(refused.wait())
+    try:
+        await asyncio.wait({connecting, stop}, timeout=deadline_s, return_when="FIRST_COMPLETED")
+    finally:
+        stop.cancel()
+        if not connecting.done():
+            connecting.cancel()
+        with contextlib.suppress(asyncio.CancelledError, *NATS_FAILURES):
+            await connecting
+    if connecting.cancelled() or connecting.exception() is not None:
+        if not connecting.cancelled():
+            seen.append(connecting.exception())  # type: ignore[arg-type]
+        with contextlib.suppress(*NATS_FAILURES, AttributeError):
+            await nc.close()
+        user = who.user or (who.creds_file and f"creds {who.creds_file}") or "anonymous"
+        tried = f"the bus at {', '.join(servers)} as {user}" + (f" ({source})" if source else "")
+        last = f": {_said(seen[-1])}" if seen else ""
+        if refused.is_set():
+            raise LogUnreachableError(f"{tried} refused the user{last}")
+        raise LogUnreachableError(f"no answer from {tried} within {deadline_s:g} s{last}")
+    return nc
+
+
+def _said(err: BaseException) -> str:
+    return str(err) or type(err).__name__
 
 
 async def read_through(

@@ -2,8 +2,9 @@
 
 Each sets `run` (it opens what it needs itself). Offline work (`--from-file`,
 `simulate`) needs only the core; reading the live stream needs the `bus` extra
-and says so when it is missing. The live log is found with `--nats-url`,
-`--stream` and `--subject-prefix`, or the `QM_AUDIT_*` settings.
+and says so when it is missing. The live log is found as `quartermaster.cli.bus`
+says: `--nats-url`, `--stream`, `--subject-prefix`, the `QM_AUDIT_*` settings, or
+the stack file `qm up` writes in `--data-dir`.
 """
 
 from __future__ import annotations
@@ -16,10 +17,8 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from quartermaster.audit.envelope import Envelope
-from quartermaster.audit.errors import AuditError, ConfigError
+from quartermaster.audit.errors import AuditError, ConfigError, TransientAuditError
 from quartermaster.audit.instants import epoch_of
 from quartermaster.audit.logfile import Format, read_log
 from quartermaster.cli.audit_render import (
@@ -28,6 +27,7 @@ from quartermaster.cli.audit_render import (
     render_instant,
     render_report,
 )
+from quartermaster.cli.bus import add_bus_flags, add_data_dir, admission_of, open_bus
 
 BUS_EXTRA = "reading the live log needs the bus extra: pip install 'quartermaster[bus]'"
 Run = Callable[[argparse.Namespace], int]
@@ -36,39 +36,17 @@ Run = Callable[[argparse.Namespace], int]
 # ---- where the log comes from ------------------------------------------------
 
 
-def _bus_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--nats-url", default=None, help="NATS server(s) (default: QM_AUDIT_NATS_URL)")
-    p.add_argument("--stream", default=None, help="JetStream stream (default: QM)")
-    p.add_argument("--subject-prefix", default=None, help="subject prefix (default: qm)")
-
-
 def _source_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--from-file", type=Path, default=None, help="an exported log instead of the stream"
     )
-    _bus_flags(p)
-
-
-def _settings(a: argparse.Namespace) -> Any:
-    from quartermaster.audit.settings import audit_settings
-
-    settings = audit_settings()
-    given = {
-        k: v
-        for k, v in (
-            ("nats_url", a.nats_url),
-            ("stream", a.stream),
-            ("subject_prefix", a.subject_prefix),
-        )
-        if v is not None
-    }
-    return msgspec.structs.replace(settings, **given)
+    add_bus_flags(p)
 
 
 async def _stream(a: argparse.Namespace, to_seq: int | None = None) -> AsyncIterator[Envelope]:
-    from quartermaster.audit.stream import open_log, read_range
+    from quartermaster.audit.stream import read_range
 
-    async with open_log(_settings(a)) as event_log:
+    async with open_bus(a) as event_log:
         async for envelope in read_range(event_log, 1, to_seq):
             yield envelope
 
@@ -92,13 +70,20 @@ def _each(
 
 
 def _guarded(run: Run) -> Run:
-    """Audit errors and a missing extra become one line on stderr and exit status 2."""
+    """Audit errors and a missing extra become one line on stderr: exit status 1 where
+    the log could not be reached or read (a failed call), 2 for wrong input."""
 
     def guarded(a: argparse.Namespace) -> int:
         try:
             return run(a)
+        except TransientAuditError as err:
+            print(f"qm: error: {err}", file=sys.stderr)
+            return 1
         except AuditError as err:
             print(f"qm: error: {err}", file=sys.stderr)
+        except OSError as err:  # a stack file or credentials not readable
+            print(f"qm: error: {err}", file=sys.stderr)
+            return 1
         except ModuleNotFoundError as err:
             if err.name is None or not err.name.startswith("nats"):
                 raise
@@ -112,9 +97,13 @@ def _guarded(run: Run) -> Run:
 
 
 def export_log(a: argparse.Namespace) -> int:
-    from quartermaster.audit.export import export
+    from quartermaster.audit.export import Exported, export_from
 
-    done = asyncio.run(export(_settings(a), a.out, Format(a.format), a.from_seq, a.to_seq))
+    async def run() -> Exported:
+        async with open_bus(a) as event_log:
+            return await export_from(event_log, a.out, Format(a.format), a.from_seq, a.to_seq)
+
+    done = asyncio.run(run())
     print(
         f"exported {done.messages} messages ({done.events} events), "
         f"seq {done.first_seq}-{done.last_seq}, to {a.out}"
@@ -163,8 +152,8 @@ def explain_job(a: argparse.Namespace) -> int:
     from quartermaster.audit.wire import from_proto
     from quartermaster.client import Quartermaster, QuartermasterError
 
-    secure = {"credentials_dir": a.credentials, "insecure": a.insecure or None}
-    with Quartermaster(a.address, **secure) as client:
+    address, credentials = admission_of(a)
+    with Quartermaster(address, credentials_dir=credentials, insecure=a.insecure or None) as client:
         try:
             reply = client.call(
                 client.jobs.ExplainServiceJob, pb.ExplainServiceJobRequest(job_id=a.job_id)
@@ -249,7 +238,7 @@ def register(groups: Any) -> None:
     p.add_argument("--from-seq", type=int, default=1)
     p.add_argument("--to-seq", type=int, default=None)
     p.add_argument("--format", choices=[f.value for f in Format], default=Format.JSONL.value)
-    _bus_flags(p)
+    add_bus_flags(p)
 
     audit = sub("audit", "replay audits of the event log")
     p = command(audit, "verify", verify_log, "re-run the pass wherever decisions were recorded")
@@ -279,6 +268,7 @@ def register(groups: Any) -> None:
     p.add_argument(
         "--from-file", type=Path, default=None, help="an exported log instead of asking admission"
     )
+    add_data_dir(p, "where `qm up` wrote stack.json and credentials/ (admission's address)")
 
     p = groups.add_parser("simulate", help="replay jobs against a candidate configuration")
     p.set_defaults(run=_guarded(simulate_jobs))

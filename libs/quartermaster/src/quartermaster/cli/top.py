@@ -204,17 +204,18 @@ def top_command(a: argparse.Namespace) -> int:
     except ModuleNotFoundError:
         print(f"qm: error: {RICH_EXTRA}", file=sys.stderr)
         return 2
+    from quartermaster.cli.bus import admission_of
     from quartermaster.client import Quartermaster, QuartermasterError
 
-    secure = {"credentials_dir": a.credentials, "insecure": a.insecure or None}
+    address, credentials = admission_of(a)
     console = Console()
     if not console.is_terminal:  # piped or captured: whole rows, not 80 columns
         console = Console(width=200)
 
     def title() -> str:
-        return f"qm top  {a.address}  {time.strftime('%H:%M:%S')}"
+        return f"qm top  {address}  {time.strftime('%H:%M:%S')}"
 
-    with Quartermaster(a.address, **secure) as client:
+    with Quartermaster(address, credentials_dir=credentials, insecure=a.insecure or None) as client:
         try:
             if a.once:
                 console.print(table(frame(client, a.queue), title()))
@@ -233,6 +234,7 @@ def top_command(a: argparse.Namespace) -> int:
 def register(groups: Any) -> None:
     """Add `top` to `qm`."""
     from quartermaster.cli.audit import _guarded
+    from quartermaster.cli.bus import add_data_dir
 
     p: argparse.ArgumentParser = groups.add_parser(
         "top", help="a live table of shares' use, borrowing and waiting jobs"
@@ -241,3 +243,4 @@ def register(groups: Any) -> None:
     p.add_argument("--queue", action="append", default=[], help="this queue (repeat; default all)")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between frames")
     p.add_argument("--once", action="store_true", help="print one frame and exit (scripts, tests)")
+    add_data_dir(p, "where `qm up` wrote stack.json and credentials/ (admission's address)")

@@ -32,6 +32,12 @@ class NatsPasswords:
         _write_private(path, secrets.token_urlsafe(32) + "\n")
         return path.read_text().strip()  # another process may have won the race: theirs
 
+    def password_file(self, user: str) -> Path:
+        """Where `user`'s password is kept (made first if missing): what a tool is
+        pointed at instead of being handed the password."""
+        self.password(user)
+        return self._path(user)
+
     def passwords(self, users: Iterable[str]) -> dict[str, str]:
         return {user: self.password(user) for user in users}
 
