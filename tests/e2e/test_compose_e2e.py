@@ -51,6 +51,12 @@ PORTS = [
     *(f"QM_NATS_HTTP_PORT_{n}" for n in (1, 2, 3)),
     "QM_POSTGRES_PORT",
     "QM_GRPC_PORT",
+    # Each service's /metrics, /livez and /readyz (its compose health check).
+    "QM_ADMISSION_METRICS_PORT",
+    "QM_SCHEDULER_1_METRICS_PORT",
+    "QM_SCHEDULER_2_METRICS_PORT",
+    "QM_WARMPOOL_METRICS_PORT",
+    *(f"QM_NODE_{n}_METRICS_PORT" for n in (1, 2, 3)),
 ]
 # SeaweedFS's ports: each also takes its port + 10000 for gRPC.
 WEED_PORTS = ["QM_S3_PORT", "QM_S3_MASTER_PORT", "QM_S3_VOLUME_PORT", "QM_S3_FILER_PORT"]

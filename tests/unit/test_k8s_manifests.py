@@ -171,6 +171,35 @@ def test_nats_is_a_three_node_jetstream_cluster() -> None:
     assert routes == {f"nats-{n}" for n in range(3)}
 
 
+def quartermaster_services() -> list[dict[str, Any]]:
+    return [w for w in workloads() if any(v["name"].endswith("_NATS_URL") for v in env_vars(w))]
+
+
+@pytest.mark.parametrize("workload", quartermaster_services(), ids=lambda w: w["metadata"]["name"])
+def test_services_are_probed_on_their_health_endpoints(workload: dict[str, Any]) -> None:
+    """/readyz decides readiness and /livez liveness (docs/observability.md), on the port the
+    service serves them on (its METRICS_PORT), reachable by the kubelet (not loopback)."""
+    (container,) = containers(workload)
+    (prefix,) = {v["name"].removesuffix("NATS_URL") for v in env_vars(workload)} & {
+        "QM_ADMISSION_",
+        "QM_SCHEDULER_",
+        "QM_WARMPOOL_",
+        "QM_NODE_",
+    }
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert str(ports["health"]) == env_value(workload, f"{prefix}METRICS_PORT")
+    assert env_value(workload, f"{prefix}METRICS_HOST") == "0.0.0.0"
+    paths = {
+        probe: container[probe]["httpGet"]
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe")
+    }
+    assert paths == {
+        "startupProbe": {"path": "/livez", "port": "health"},
+        "readinessProbe": {"path": "/readyz", "port": "health"},
+        "livenessProbe": {"path": "/livez", "port": "health"},
+    }
+
+
 @pytest.mark.parametrize("workload", workloads(), ids=lambda w: w["metadata"]["name"])
 def test_services_use_the_cluster_and_three_stream_replicas(workload: dict[str, Any]) -> None:
     for prefix in settings_names():

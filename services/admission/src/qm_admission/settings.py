@@ -43,8 +43,9 @@ class Settings(BusSettings, frozen=True, kw_only=True):
     # they keep coming (`group_commit`; 0: never). A lone call never waits.
     submit_linger_seconds: float = 0.010
     page_token_secret: str = ""  # HMAC key of page tokens; "" = random, this process only
-    metrics_port: int = 0  # serve Prometheus /metrics here (0: off)
+    metrics_port: int = 0  # serve /metrics, /livez and /readyz here (0: off)
     metrics_host: str = "127.0.0.1"
+    ready_max_lag_seconds: float = 10.0  # /readyz: the fold at most this far behind the log
 
     def security_problem(self) -> str | None:
         """Why this configuration must not serve, or None."""

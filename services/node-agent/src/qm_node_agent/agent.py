@@ -38,6 +38,7 @@ from qm_node_agent.spares import Spares
 from quartermaster import events as ev
 from quartermaster.bus import BusError, JetStreamLog
 from quartermaster.bus.liveness import Beat, send_beat
+from quartermaster.cancelling import cancel_and_wait
 from quartermaster.core import HostStatus, Job, State
 from quartermaster.eventlog import LogFollower
 from quartermaster.eventlog.host_feed import touched
@@ -134,6 +135,10 @@ class NodeAgent:
         self._deleting: set[Path] = set()
         self._registering = False
         self._run_task: asyncio.Task[None] | None = None
+        # Monotonic times of the last heartbeat sent and of the last one stored (health).
+        self.beat_sent: float | None = None
+        self.beat_stored: float | None = None
+        self.event_log: JetStreamLog | None = None  # the log's connection, once made
 
     # ---- lifecycle -------------------------------------------------------------
     @property
@@ -153,6 +158,10 @@ class NodeAgent:
         return self._ready.is_set()
 
     @property
+    def runtime(self) -> JobRuntime:
+        return self._runtime
+
+    @property
     def log_position(self) -> int:
         """The last log sequence this agent has folded (0 before it starts)."""
         return 0 if self._follower is None else self._follower.seq
@@ -165,40 +174,20 @@ class NodeAgent:
         self.layout.create()
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(asyncio.to_thread, self._store.close)
-            event_log = self._given_log
-            if event_log is None:
-                event_log = await JetStreamLog.connect(
-                    self.settings.nats_url,
-                    self.settings.stream,
-                    self.settings.subject_prefix,
-                    connection_name=f"qm-node-agent-{self.host_id}",
-                    credentials=self.settings.nats_credentials,
-                    replicas=self.settings.stream_replicas,
-                    create_stream=manages_stream(self.settings.nats_credentials),
-                )
-                stack.push_async_callback(event_log.close)
-            self.gpu_indexes = await self._detect_gpus()
-            self._reporter = Reporter(event_log, self.host_id)
-            follower = self._follower = self._read_side(event_log)
-            follower.listen(self._on_batch, first=True)
-            if self._metrics is not None:
-                starts = StartObserver(self.host_id, self._metrics, lambda: follower.state)
-                if isinstance(follower, HostFeedFollower):  # views, not reports: its own
-                    self._starts = starts  # reports, once stored (`AttemptRunner.on_running`)
-                else:
-                    follower.listen(starts)
-            await follower.start()
-            stack.push_async_callback(follower.stop)
-            await follower.catch_up(timeout=None)
-            await self._register()
-            logs = await serve_logs(
-                event_log.nc,
-                self.settings.subject_prefix,
-                self.host_id,
-                self._keeper,
-                lambda job_id, attempt: (job_id, attempt) in self._runners,
-            )
-            stack.push_async_callback(logs.unsubscribe)
+            # Until it is ready, a stop cuts the start short (a bus that is not there
+            # holds no stop up); from then on the loops below stop in order.
+            starting = asyncio.create_task(self._start(stack), name="node-agent start")
+            stopped = asyncio.create_task(self._stopping.wait())
+            try:
+                await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stopped.cancel()
+                if not starting.done():
+                    await cancel_and_wait(starting)
+            if starting.cancelled():
+                log.info("host=%s stopped before it was ready", self.host_id)
+                return
+            event_log, follower = starting.result()
             async with asyncio.TaskGroup() as group:
                 self._group = group
                 self._spawn(self._heartbeats(event_log), "heartbeats")
@@ -225,6 +214,48 @@ class NodeAgent:
                         await self._cancel_tasks()
             self._group = None
         log.info("host=%s stopped", self.host_id)
+
+    async def _start(
+        self, stack: contextlib.AsyncExitStack
+    ) -> tuple[JetStreamLog, LogFollower | HostFeedFollower]:
+        """Connect, read the log up to now, register the host, serve its job logs; what
+        needs closing goes on `stack`."""
+        event_log = self._given_log
+        if event_log is None:
+            event_log = await JetStreamLog.connect(
+                self.settings.nats_url,
+                self.settings.stream,
+                self.settings.subject_prefix,
+                connection_name=f"qm-node-agent-{self.host_id}",
+                credentials=self.settings.nats_credentials,
+                replicas=self.settings.stream_replicas,
+                create_stream=manages_stream(self.settings.nats_credentials),
+            )
+            stack.push_async_callback(event_log.close)
+        self.event_log = event_log
+        self.gpu_indexes = await self._detect_gpus()
+        self._reporter = Reporter(event_log, self.host_id)
+        follower = self._follower = self._read_side(event_log)
+        follower.listen(self._on_batch, first=True)
+        if self._metrics is not None:
+            starts = StartObserver(self.host_id, self._metrics, lambda: follower.state)
+            if isinstance(follower, HostFeedFollower):  # views, not reports: its own
+                self._starts = starts  # reports, once stored (`AttemptRunner.on_running`)
+            else:
+                follower.listen(starts)
+        await follower.start()
+        stack.push_async_callback(follower.stop)
+        await follower.catch_up(timeout=None)
+        await self._register()
+        logs = await serve_logs(
+            event_log.nc,
+            self.settings.subject_prefix,
+            self.host_id,
+            self._keeper,
+            lambda job_id, attempt: (job_id, attempt) in self._runners,
+        )
+        stack.push_async_callback(logs.unsubscribe)
+        return event_log, follower
 
     async def __aenter__(self) -> NodeAgent:
         self._run_task = asyncio.create_task(self.run(), name=f"node-agent {self.host_id}")
@@ -281,8 +312,10 @@ class NodeAgent:
         one replaces the last, so they cost the log nothing."""
         while not self._stopping.is_set():
             beat = Beat(host_id=self.host_id, at=self._clock())
+            self.beat_sent = time.monotonic()
             try:
                 await send_beat(event_log.js, event_log.stream, beat)
+                self.beat_stored = time.monotonic()
             except BusError as err:  # the next one may be stored: one line, no traceback
                 log.warning("host=%s heartbeat not stored (%s)", self.host_id, err)
             await asyncio.sleep(self.settings.heartbeat_seconds)

@@ -22,6 +22,7 @@ DEFAULT_HEARTBEAT_SECONDS = 5.0
 DEFAULT_STOP_GRACE_SECONDS = 120.0
 DEFAULT_LOG_CAP_BYTES = 16 * 1024 * 1024
 DEFAULT_LOG_RETENTION_SECONDS = 7 * 86400.0
+DEFAULT_READY_MAX_LAG_SECONDS = 10.0
 
 
 class RuntimeKind(StrEnum):
@@ -53,8 +54,9 @@ class NodeSettings:
     stream_replicas: int = 1
     log_cap_bytes: int = DEFAULT_LOG_CAP_BYTES  # an ended attempt's output kept: head + tail
     log_retention_seconds: float = DEFAULT_LOG_RETENTION_SECONDS  # then deleted
-    metrics_port: int = 0  # serve Prometheus /metrics here (0: off)
+    metrics_port: int = 0  # serve /metrics, /livez and /readyz here (0: off)
     metrics_host: str = "127.0.0.1"
+    ready_max_lag_seconds: float = DEFAULT_READY_MAX_LAG_SECONDS  # /readyz: fold this far behind
     read_whole_log: bool = False  # fold the whole log, not the host feed (no scheduler relays)
     # The read end of a pipe from the process that started this agent: at its EOF (that
     # process is gone, however it ended) the agent stops. None: no such parent.
@@ -136,6 +138,7 @@ class NodeSettings:
             log_retention_seconds=number("LOG_RETENTION_SECONDS", DEFAULT_LOG_RETENTION_SECONDS),
             metrics_port=port("METRICS_PORT"),
             metrics_host=get("METRICS_HOST") or "127.0.0.1",
+            ready_max_lag_seconds=number("READY_MAX_LAG_SECONDS", DEFAULT_READY_MAX_LAG_SECONDS),
             read_whole_log=(get("READ_WHOLE_LOG") or "").lower() in {"1", "true", "yes"},
             lifeline_fd=None if lifeline_raw is None else int(lifeline_raw),
             roles_file=get("ROLES_FILE") or "",
@@ -173,6 +176,7 @@ class NodeSettings:
             "LOG_RETENTION_SECONDS": self.log_retention_seconds,
             "METRICS_PORT": self.metrics_port,
             "METRICS_HOST": self.metrics_host,
+            "READY_MAX_LAG_SECONDS": self.ready_max_lag_seconds,
             "READ_WHOLE_LOG": "true" if self.read_whole_log else "",
             "LIFELINE_FD": self.lifeline_fd,
             "ROLES_FILE": self.roles_file,

@@ -2,19 +2,49 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from prometheus_client import CollectorRegistry
 
 from qm_scheduler import identity
 from qm_scheduler.service import Scheduler
 from qm_scheduler.settings import SchedulerSettings
-from quartermaster import telemetry
+from quartermaster import health, telemetry
 from quartermaster.bus import JetStreamLog
 from quartermaster.eventlog import process
 from quartermaster.metrics import LogLagCollector, SchedulerMetrics, StateCollector, serving
 
 
+def health_checks(scheduler: Scheduler, max_lag_seconds: float) -> health.Health:
+    """Live: its fold and lease loops run. Ready: on the bus, caught up, leading or
+    standing by (both are ready; the detail says which)."""
+    checks = health.Health()
+
+    def leadership() -> health.Verdict:
+        lease = scheduler.leadership
+        if lease is None or not lease.running:
+            return health.failing("lease thread not running")
+        return health.passing(scheduler.role())
+
+    def reader() -> asyncio.Task[None] | None:
+        return None if scheduler.follower is None else scheduler.follower.reader
+
+    checks.live("follower", health.running(reader, "log follower"))
+    checks.live("leadership", leadership)
+    checks.ready("nats", health.connected(lambda: scheduler.log.nc.is_connected))
+    checks.ready(
+        "log",
+        health.caught_up(
+            lambda: 0 if scheduler.follower is None else scheduler.follower.seq,
+            scheduler.log.last_seq,
+            max_lag_seconds,
+        ),
+    )
+    return checks
+
+
 async def run(s: SchedulerSettings, event_log: JetStreamLog) -> None:
-    """The scheduler, and its `/metrics` (the state-derived gauges too) when a port is set."""
+    """The scheduler, and its `/metrics`, `/livez` and `/readyz` when a port is set."""
     registry = CollectorRegistry()
     scheduler = Scheduler(s, event_log, SchedulerMetrics(registry))
 
@@ -25,7 +55,8 @@ async def run(s: SchedulerSettings, event_log: JetStreamLog) -> None:
         StateCollector(lambda: None if scheduler.follower is None else scheduler.follower.state)
     )
     registry.register(LogLagCollector(event_log.last_seq, folded))
-    with serving(registry, s.metrics_port, s.metrics_host):
+    checks = health_checks(scheduler, s.ready_max_lag_seconds)
+    with serving(registry, s.metrics_port, s.metrics_host, checks):
         await scheduler.run()
 
 

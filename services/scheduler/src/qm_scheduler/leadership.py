@@ -20,10 +20,14 @@ from collections.abc import Callable, Iterable, Sequence
 
 from qm_scheduler.settings import SchedulerSettings
 from quartermaster.bus import BusError, JetStreamLog, KvLease, TransientBusError
+from quartermaster.cancelling import cancel_and_wait
 
 log = logging.getLogger("qm.scheduler.leadership")
 
 _MAX_LEASE_TTL_S = 3600.0
+# Stopping: releasing the held leases lets a standby take over at once, but a bus that is
+# gone must not hold the stop up (the TTL hands them over anyway).
+_RELEASE_BUDGET_S = 1.0
 
 
 class LeadershipError(RuntimeError):
@@ -47,6 +51,7 @@ class Leadership:
         self._wanted: tuple[str, ...] = ()
         self._led: dict[str, float] = {}  # key -> valid until (monotonic); replaced whole
         self._ready = threading.Event()
+        self._abandoned = threading.Event()  # stopped before it connected
         self._error: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
@@ -63,20 +68,35 @@ class Leadership:
         until = self._led.get(key)
         return until is not None and time.monotonic() < until
 
+    def leading(self) -> list[str]:
+        """The keys this instance leads now, sorted."""
+        now = time.monotonic()
+        return sorted(key for key, until in self._led.items() if now < until)
+
+    @property
+    def running(self) -> bool:
+        """The lease thread is alive (renewing, or retrying its connection)."""
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
     def start(self, timeout_s: float = 30.0) -> None:
         """Start the thread; return once its connection and bucket are open."""
         self._thread = threading.Thread(target=self._main, name="qm-leases", daemon=True)
         self._thread.start()
         if not self._ready.wait(timeout_s):
             raise LeadershipError(f"lease thread not ready within {timeout_s}s")
+        if self._abandoned.is_set():
+            raise LeadershipError("stopped while the lease thread connected")
         if self._error is not None:
             raise LeadershipError(f"lease thread failed: {self._error}") from self._error
 
-    def stop(self, timeout_s: float = 10.0) -> None:
+    def stop(self, timeout_s: float = 3.0) -> None:
         """Release every held lease (standbys take over at once) and end the thread."""
         thread, self._thread = self._thread, None
         if thread is None:
             return
+        self._abandoned.set()  # a thread still connecting gives up (and start() returns)
+        self._ready.set()
         loop, stopping = self._loop, self._stopping
         if loop is not None and stopping is not None:
             with contextlib.suppress(RuntimeError):  # its loop already ended
@@ -96,23 +116,37 @@ class Leadership:
         s = self._settings
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
-        bus, leases = await self._open()
+        opened = await self._open()
+        if opened is None:
+            return
+        bus, leases = opened
         try:
             self._ready.set()
-            while not self._stopping.is_set():
-                await self._tick(leases)
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(s.lease_renew_seconds):
-                        await self._stopping.wait()
-            await self._release_all(leases)
+            stopping = asyncio.create_task(self._stopping.wait())
+            try:
+                while not self._stopping.is_set():
+                    # A stop does not wait for a round of renewals (one ack timeout per
+                    # key while the bus is gone): the round is cut short.
+                    ticking = asyncio.create_task(self._tick(leases))
+                    await asyncio.wait({ticking, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                    if not ticking.done():
+                        await cancel_and_wait(ticking)
+                        break
+                    ticking.result()
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(s.lease_renew_seconds):
+                            await self._stopping.wait()
+            finally:
+                stopping.cancel()
+            await self._release_all(leases, bus)
         finally:
             await bus.close()
 
-    async def _open(self) -> tuple[JetStreamLog, KvLease]:
+    async def _open(self) -> tuple[JetStreamLog, KvLease] | None:
         """Connect and open the bucket, retrying transient failures (a NATS leader
-        election while this replica starts must not stop it)."""
+        election while this replica starts must not stop it); None: stopped meanwhile."""
         s = self._settings
-        while True:
+        while not self._abandoned.is_set():
             try:
                 bus = await JetStreamLog.connect(
                     self._servers,
@@ -139,7 +173,11 @@ class Leadership:
             except BaseException:
                 await bus.close()
                 raise
+            if self._abandoned.is_set():
+                await bus.close()
+                return None
             return bus, leases
+        return None
 
     async def _tick(self, leases: KvLease) -> None:
         s = self._settings
@@ -165,8 +203,12 @@ class Leadership:
             except RuntimeError:  # the main loop is closing: nobody to wake
                 log.debug("leadership changed while the scheduler stops")
 
-    async def _release_all(self, leases: KvLease) -> None:
+    async def _release_all(self, leases: KvLease, bus: JetStreamLog) -> None:
         self._led = {}
-        for key in self._wanted:
-            with contextlib.suppress(BusError):
-                await leases.release(key)
+        if not bus.nc.is_connected:
+            return  # nothing to release to: the leases lapse after their TTL
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_RELEASE_BUDGET_S):
+                for key in self._wanted:
+                    with contextlib.suppress(BusError):
+                        await leases.release(key)

@@ -108,9 +108,10 @@ class Scheduler:
         return follower
 
     async def run(self) -> None:
-        """Start, then decide for the queues it leads until cancelled."""
-        await self.start()
+        """Start, then decide for the queues it leads until cancelled (a cancel while it
+        starts stops what was started, the lease thread included)."""
         try:
+            await self.start()
             await self._decide_loop()
         finally:
             await self.stop()
@@ -149,6 +150,14 @@ class Scheduler:
     def _leads_hosts(self) -> bool:
         """The host-liveness lease holder also relays the hosts' views (one publisher)."""
         return self.leadership is not None and self.leadership.led(self._lease_key(HOSTS))
+
+    def role(self) -> str:
+        """ "leading" and what, or "standing by": for health reports and operators."""
+        if self.leadership is None:
+            return "not started"
+        stream = f"{self.log.stream}."
+        keys = [key.removeprefix(stream) for key in self.leadership.leading()]
+        return f"leading {', '.join(keys)}" if keys else "standing by"
 
     def led_queues(self) -> frozenset[str]:
         assert self.leadership is not None and self.follower is not None

@@ -27,8 +27,9 @@ class SchedulerSettings(BusSettings, frozen=True, kw_only=True):
     # Publish each host's view for node agents reading host feeds; off only where no agent
     # does (`qm up`: its agents read the process's fold).
     relay_host_feeds: bool = True
-    metrics_port: int = 0  # serve Prometheus /metrics here (0: off)
+    metrics_port: int = 0  # serve /metrics, /livez and /readyz here (0: off)
     metrics_host: str = "127.0.0.1"
+    ready_max_lag_seconds: float = 10.0  # /readyz: the fold at most this far behind the log
 
     def __post_init__(self) -> None:
         if not 0 < 2 * self.lease_renew_seconds <= self.lease_ttl_seconds:

@@ -10,8 +10,9 @@ from quartermaster.envsettings import from_env
 
 class WarmPoolSettings(BusSettings, frozen=True, kw_only=True):
     tick_seconds: float = 5.0  # regular ticks: host liveness is judged on them
-    metrics_port: int = 0  # serve Prometheus /metrics here (0: off)
+    metrics_port: int = 0  # serve /metrics, /livez and /readyz here (0: off)
     metrics_host: str = "127.0.0.1"
+    ready_max_lag_seconds: float = 10.0  # /readyz: the fold at most this far behind the log
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> WarmPoolSettings:

@@ -48,6 +48,7 @@ from quartermaster.bus.puback import (
 )
 from quartermaster.bus.reader import OrderedReader
 from quartermaster.bus.translate import NATS_FAILURES, bus_error
+from quartermaster.cancelling import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -133,15 +134,20 @@ class JetStreamLog:
                 reconnected_cb=_log_reconnected,
             )
         )
+        gave_up = False
         try:
             either: set[asyncio.Future[Any]] = {connecting, refused}
             await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         finally:
             if not connecting.done():
-                connecting.cancel()
-                with contextlib.suppress(asyncio.CancelledError, *NATS_FAILURES):
-                    await connecting
-        if connecting.cancelled():
+                gave_up = True
+                # Again until it ends: nats-py's connect can drop one cancel (3.11's
+                # wait_for) and go on retrying for ever, holding up a service's stop.
+                await cancel_and_wait(connecting)
+                if not connecting.cancelled() and connecting.exception() is None:
+                    with contextlib.suppress(*NATS_FAILURES, ConnectionError, TimeoutError):
+                        await asyncio.wait_for(connecting.result().close(), timeout_s)
+        if gave_up:
             user = who.user or who.creds_file or "anonymous"
             raise PermanentBusError(
                 f"connect to {url}: the server refused {user}: {refused.result()}"
@@ -390,8 +396,11 @@ class JetStreamLog:
         if self._owns_connection and not self._nc.is_closed:
             # Not drain(): it waits (30 s) on subscriptions holding messages nobody will
             # read, e.g. a pull subscription's late "request timeout" status messages.
-            with contextlib.suppress(*NATS_FAILURES):
-                await self._nc.flush(timeout=max(1, round(self._timeout_s)))
+            # Nor a flush while the server is gone: its PING waits out the whole timeout
+            # for a PONG that cannot come, and what is pending is lost on close anyway.
+            if self._nc.is_connected:
+                with contextlib.suppress(*NATS_FAILURES):
+                    await self._nc.flush(timeout=max(1, round(self._timeout_s)))
             # Bounded and quiet: closing a TLS connection whose transport is already gone
             # raises from inside asyncio's SSL protocol (or waits on it) in nats-py.
             with contextlib.suppress(*NATS_FAILURES, ConnectionError, AttributeError, TimeoutError):

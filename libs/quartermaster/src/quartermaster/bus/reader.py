@@ -213,10 +213,11 @@ class OrderedReader:
                 await sub.unsubscribe()
             except NATS_FAILURES as err:
                 log.debug("ordered reader unsubscribe failed: %s", err)
-        if consumer is not None and not self._nc.is_closed:
+        # Not while the server is gone (the request would wait out its timeout, e.g. on a
+        # stopping service): one left over goes away by itself after its inactive threshold.
+        if consumer is not None and self._nc.is_connected:
             try:
-                # Briefly: a consumer on a dead node cannot answer, and one left over
-                # goes away by itself after its inactive threshold.
+                # Briefly: a consumer on a dead node cannot answer.
                 async with asyncio.timeout(1.0):
                     await self._js.delete_consumer(self._stream, consumer)
             except NATS_FAILURES as err:

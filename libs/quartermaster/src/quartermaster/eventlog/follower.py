@@ -94,6 +94,11 @@ class LogFollower:
         return self._fold.traces
 
     @property
+    def reader(self) -> asyncio.Task[None] | None:
+        """The task that reads and folds the log (None: not started, stopped, or a share)."""
+        return self._task
+
+    @property
     def shared(self) -> bool:
         """Whether this follower is a share of another's fold (it reads nothing)."""
         return not self._reads

@@ -69,6 +69,25 @@ class HostFeedFollower:
         if task is not None:
             await cancel_and_wait(task, again_after=1.0)
 
+    @property
+    def reader(self) -> asyncio.Task[None] | None:
+        """The task that reads the feed (None: not started or stopped)."""
+        return self._task
+
+    @property
+    def feed_seq(self) -> int:
+        """The feed stream's position of the newest view read (not the log's `seq`)."""
+        return self._stream_seq
+
+    async def feed_end(self) -> int:
+        """Where on the feed this reader must be to hold the newest view: `feed_seq`
+        when the server has nothing more for it, past it otherwise (the feed keeps one
+        view per host, so reading the next is all it takes). For health checks."""
+        reader = self._reader
+        if reader is not None and await reader.caught_up():
+            return self._stream_seq
+        return self._stream_seq + 1
+
     async def catch_up(self, timeout: float | None = 10.0) -> int:
         """Return once the view the feed holds now (if any) is applied; returns `seq`."""
         async with asyncio.timeout(timeout):

@@ -48,6 +48,11 @@ class RunningJob(Protocol):
 class JobRuntime(Protocol):
     kind: str
 
+    async def ping(self) -> str:
+        """Whether the runtime answers, in words (health checks). Raises `RuntimeFailure`
+        when it does not."""
+        ...
+
     async def launch(self, spec: LaunchSpec, record: AttemptRecord) -> RunningJob:
         """Start the job. Raises `LaunchError` (client or infrastructure) when it cannot."""
         ...

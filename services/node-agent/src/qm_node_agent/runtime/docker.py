@@ -188,8 +188,21 @@ class DockerJob:
                 self._runtime.sandbox_made(self._spec.chain_id)
 
 
+PING_TIMEOUT_S = 1.5  # inside the health check's own limit
+
+
 class DockerRuntime:
     kind = RuntimeKind.DOCKER.value
+
+    async def ping(self) -> str:
+        """The engine answers (`docker version` reaches the daemon: its /_ping and
+        /version), with the server's version."""
+        result = await self.docker(
+            "version", "--format", "{{.Server.Version}}", timeout_s=PING_TIMEOUT_S
+        )
+        if result.returncode != 0:
+            raise RuntimeFailure(f"docker engine: {result.message}")
+        return f"docker engine {result.out.strip()}"
 
     def __init__(
         self,

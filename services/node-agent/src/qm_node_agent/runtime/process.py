@@ -123,6 +123,9 @@ class ProcessJob:
 class ProcessRuntime:
     kind = RuntimeKind.PROCESS.value
 
+    async def ping(self) -> str:
+        return "processes of this host (always answering)"
+
     def __init__(
         self, spares: Spares, job_path: str = os.defpath, namespaces: bool | None = None
     ) -> None:
