@@ -71,7 +71,7 @@ def job_request(cfg: dict[str, Any], name: str) -> pb.SubmitServiceJobRequest:
     command = [
         "/bin/sh",
         "-c",
-        'echo "$SM_CURRENT_HOST" > "$QM_MARKERS/$QM_JOB_ID.$QM_ATTEMPT.$SM_CURRENT_HOST.$$";'
+        'echo "$QM_HOST" > "$QM_MARKERS/$QM_JOB_ID.$QM_ATTEMPT.$QM_HOST.$$";'
         f" sleep {cfg['job_seconds']}",
     ]
     payload = training_job(

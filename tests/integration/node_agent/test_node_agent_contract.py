@@ -329,3 +329,32 @@ async def test_checkpoints_follow_a_preempted_job_to_another_host(
     assert resumed == checkpointed == reached
     uploads = cluster.reported("ckpt", ev.JobCheckpointed)
     assert uploads and all(u.bytes >= 0 for u in uploads)
+
+
+async def test_checkpoint_files_written_before_the_first_scan_go_up_and_restored_ones_do_not(
+    contract_cluster: Cluster, store: ObjectStore
+) -> None:
+    """A file the job writes at once and never touches again is uploaded (the first
+    round must not take it for what the restore left); a restored file the next job
+    leaves alone is not sent again."""
+    cluster = contract_cluster
+    config = {"CheckpointConfig": {"S3Uri": "s3://out/ckpt/early/"}}
+    first = request("mkdir -p /opt/ml/checkpoints; echo early > /opt/ml/checkpoints/a", **config)
+    second = request(
+        'test "$(cat /opt/ml/checkpoints/a)" = early'
+        " && echo later > /opt/ml/checkpoints/b && sleep 3",
+        **config,
+    )
+    async with cluster.agent(settings(cluster)):
+        await cluster.until_host()
+        await cluster.run("early1", first)
+        await cluster.until_reported("early1", ev.JobSucceeded, timeout=60)
+        assert store.get_bytes(parse_s3_uri("s3://out/ckpt/early/a")) == b"early\n"
+        assert [u.bytes for u in cluster.reported("early1", ev.JobCheckpointed)] == [6]
+        await cluster.run("early2", second)
+        await cluster.until_reported("early2", ev.JobSucceeded, timeout=60)
+    assert store.get_bytes(parse_s3_uri("s3://out/ckpt/early/b")) == b"later\n"
+    # Only b went up in the second job's rounds: a came back from the restore as it was.
+    assert sum(u.bytes for u in cluster.reported("early2", ev.JobCheckpointed)) == 6
+    manifest = json.loads(store.get_bytes(parse_s3_uri("s3://out/ckpt/early/.qm-checkpoint.json")))
+    assert sorted(manifest) == ["a", "b"]

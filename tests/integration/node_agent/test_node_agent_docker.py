@@ -51,7 +51,11 @@ async def test_a_container_job_succeeds_and_sees_its_environment(
     cache = settings.data_dir / "warmpool-cache" / job_id
     async with cluster.agent(settings):
         await cluster.until_host()
-        script = f"env > {CACHE}/env; pwd > {CACHE}/pwd; ls -d /opt/ml/sagemaker/warmpoolcache"
+        script = (
+            f"env > {CACHE}/env; pwd > {CACHE}/pwd; ls -d /opt/ml/sagemaker/warmpoolcache;"
+            f" cat /opt/ml/input/config/resourceconfig.json > {CACHE}/resourceconfig.json;"
+            f" cat /etc/hosts > {CACHE}/hosts"
+        )
         await cluster.run(job_id, payload(script, env={"EPOCHS": "3"}), keep_alive=600)
 
         job = await cluster.until_status(job_id, JobStatus.SUCCEEDED)
@@ -59,8 +63,18 @@ async def test_a_container_job_succeeds_and_sees_its_environment(
     assert job.attempts[-1].exit_code == 0
     seen = dict(line.split("=", 1) for line in (cache / "env").read_text().splitlines())
     assert seen["EPOCHS"] == "3"
-    assert json.loads(seen["SM_HOSTS"]) == ["h1"]
-    assert seen["SM_CURRENT_HOST"] == "h1"
+    # The training-job contract in the container: algo-N names, the config files at
+    # /opt/ml, the gang's names in /etc/hosts.
+    assert json.loads(seen["SM_HOSTS"]) == ["algo-1"]
+    assert (seen["SM_CURRENT_HOST"], seen["QM_HOST"]) == ("algo-1", "h1")
+    assert seen["TRAINING_JOB_NAME"].endswith("-1")
+    resource = json.loads((cache / "resourceconfig.json").read_text())
+    assert (resource["current_host"], resource["hosts"]) == ("algo-1", ["algo-1"])
+    assert any(
+        line.split()[1:] == ["algo-1"]
+        for line in (cache / "hosts").read_text().splitlines()
+        if line.strip()
+    )
     assert seen["SM_NUM_GPUS"] == "0"
     assert seen["SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"] == "/opt/ml/sagemaker/warmpoolcache"
     assert (seen["QM_JOB_ID"], seen["QM_ATTEMPT"]) == (job_id, "1")

@@ -21,11 +21,13 @@ import pytest
 from node_agent_harness import JOB_RUNNER_IMAGE, Cluster, engine_has, payload
 
 from qm_node_agent import RuntimeKind
+from qm_node_agent.contract.spec import Contract, Outputs
 from qm_node_agent.launch import LaunchSpec
 from qm_node_agent.records import AttemptRecord
 from qm_node_agent.runtime import DockerRuntime
 from quartermaster import events as ev
 from quartermaster.core import JobStatus
+from quartermaster.core.training_job import training_job_arn
 from quartermaster.testing.registry import (
     LocalRegistry,
     RegistryError,
@@ -230,6 +232,18 @@ async def _leave_warm(runtime: DockerRuntime, host: str, chain: str, folder: Pat
         work_dir=folder / "work",
         gpu_indexes=(),
         keep_warm=True,
+        contract=Contract(
+            training_job_name=f"{chain}-1",
+            training_job_arn=training_job_arn(f"{chain}-1"),
+            current_host="algo-1",
+            hosts=("algo-1",),
+            host_ids=(host,),
+            instance_type="ml.g5.xlarge",
+            hyperparameters={},
+            channels=(),
+            outputs=Outputs(ml_dir=str(folder / "ml"), training_job_name=f"{chain}-1"),
+            hosts_file=str(folder / "hosts"),
+        ),
     )
     record = AttemptRecord(
         job_id=chain,

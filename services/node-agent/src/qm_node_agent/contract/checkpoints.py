@@ -38,6 +38,7 @@ from quartermaster.objectstore import (
 from quartermaster.objectstore.store import ObjectStore
 
 MANIFEST = ".qm-checkpoint.json"
+RESTORED = "checkpoints-restored.json"  # beside the chain's /opt/ml tree
 # A file is taken once it stayed the same for a scan, or was last changed this long
 # ago (a file rewritten more often than scans still goes up).
 SETTLE_S = 0.25
@@ -51,6 +52,9 @@ class Checkpoints(msgspec.Struct, frozen=True, kw_only=True):
     s3_uri: str
     local_path: str  # as the job sees it
     host_dir: str  # where that is on this host (inside the chain's /opt/ml tree)
+    # What the last restore left in host_dir (path -> size, mtime): the store holds
+    # those files already; anything else there, or changed since, is the job's to upload.
+    restored_file: str = ""
 
 
 class _Entry(msgspec.Struct, frozen=True):
@@ -81,7 +85,8 @@ def checkpoints_of(payload: dict[str, object], ml_dir: str) -> Checkpoints | Non
             f"CheckpointConfig.LocalPath {local!r} is outside the job's /opt/ml"
         )
     host_dir = os.path.join(ml_dir, clean[len(ML) :])
-    return Checkpoints(s3_uri=uri, local_path=clean, host_dir=host_dir)
+    restored = os.path.join(os.path.dirname(ml_dir.rstrip("/")), RESTORED)
+    return Checkpoints(s3_uri=uri, local_path=clean, host_dir=host_dir, restored_file=restored)
 
 
 def _base(uri: str) -> S3Location:
@@ -102,6 +107,7 @@ def restore(checkpoints: Checkpoints, access: S3Access | None) -> int:
     target = Path(checkpoints.host_dir)
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True, exist_ok=True)
+    _save_restored(checkpoints, {})
     if access is None:
         raise LaunchError.client(
             f"CheckpointConfig.S3Uri {checkpoints.s3_uri}: the job's RoleArn maps to no "
@@ -134,7 +140,9 @@ def restore(checkpoints: Checkpoints, access: S3Access | None) -> int:
             path = target / clean
             path.parent.mkdir(parents=True, exist_ok=True)
             items.append((S3Location(base.bucket, base.key + name), path, size))
-        return store.download_many(items)
+        moved = store.download_many(items)
+        _save_restored(checkpoints, _scan(checkpoints.host_dir))
+        return moved
     except StoreClientError as err:
         raise LaunchError.client(
             f"CheckpointConfig.S3Uri {checkpoints.s3_uri}: cannot restore: {err}"
@@ -143,6 +151,42 @@ def restore(checkpoints: Checkpoints, access: S3Access | None) -> int:
         raise LaunchError.infrastructure(
             f"object store unavailable restoring checkpoints from {checkpoints.s3_uri}: {err}"
         ) from err
+
+
+def _scan(root: str) -> dict[str, tuple[int, int]]:
+    """Each regular file under `root` (relative path) with its (size, mtime_ns)."""
+    found: dict[str, tuple[int, int]] = {}
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in files:
+            path = os.path.join(folder, name)
+            try:
+                stat = os.stat(path, follow_symlinks=False)
+            except OSError:
+                continue
+            if not os.path.isfile(path) or os.path.islink(path):
+                continue
+            relative = os.path.relpath(path, root)
+            if relative == MANIFEST:
+                continue
+            found[relative] = (stat.st_size, stat.st_mtime_ns)
+    return found
+
+
+def _save_restored(checkpoints: Checkpoints, files: dict[str, tuple[int, int]]) -> None:
+    if checkpoints.restored_file:
+        Path(checkpoints.restored_file).write_bytes(msgspec.json.encode(files))
+
+
+def _load_restored(checkpoints: Checkpoints) -> dict[str, tuple[int, int]]:
+    """What the last restore on this host left (nothing known: nothing primed, so
+    every file is uploaded once)."""
+    try:
+        return msgspec.json.decode(
+            Path(checkpoints.restored_file).read_bytes(), type=dict[str, tuple[int, int]]
+        )
+    except (OSError, msgspec.DecodeError):
+        return {}
 
 
 class Round(msgspec.Struct, frozen=True):
@@ -172,30 +216,15 @@ class CheckpointSync:
         self._lock = threading.Lock()  # one round at a time (the loop's, the flush)
 
     def _prime(self) -> None:
-        """What the restore left: the store already holds it."""
+        """What the restore left, as it left it: the store already holds that. (Not
+        a scan now: the job may have written files before the first round.)"""
         self._primed = True
-        for name, stat in self._scan().items():
+        for name, stat in _load_restored(self.checkpoints).items():
             self._uploaded[name] = stat
             self._manifest[name] = _Entry(stat[0], "")
 
     def _scan(self) -> dict[str, tuple[int, int]]:
-        root = self.checkpoints.host_dir
-        found: dict[str, tuple[int, int]] = {}
-        for folder, dirs, files in os.walk(root):
-            dirs.sort()
-            for name in files:
-                path = os.path.join(folder, name)
-                try:
-                    stat = os.stat(path, follow_symlinks=False)
-                except OSError:
-                    continue
-                if not os.path.isfile(path) or os.path.islink(path):
-                    continue
-                relative = os.path.relpath(path, root)
-                if relative == MANIFEST:
-                    continue
-                found[relative] = (stat.st_size, stat.st_mtime_ns)
-        return found
+        return _scan(self.checkpoints.host_dir)
 
     def sync(self, *, flush: bool = False) -> Round | None:
         """One round; the round when it changed the store, else None. Raises
