@@ -164,18 +164,21 @@ class ObjectStore:
         with _classified(where.uri):
             obstore.put(self._store(where.bucket), where.key, data)
 
-    def upload(self, source: Path, where: S3Location) -> int:
-        """Upload a file (in parallel parts when large); the object appears whole or not
-        at all. Returns its size."""
+    def upload(self, source: Path, where: S3Location, parallel: int = PARALLEL) -> int:
+        """Upload a file (in up to `parallel` parts at once when large); the object
+        appears whole or not at all. Returns its size."""
         size = source.stat().st_size
-        with _classified(where.uri), open(source, "rb") as handle:
+        with _classified(where.uri):
+            # A path, not a Python file object: obstore reads it in Rust, without the
+            # GIL (a 256 MiB upload delayed an event loop in the same process by 14 ms
+            # at p99 this way, 25 ms through a file object, at a higher rate).
             obstore.put(
                 self._store(where.bucket),
                 where.key,
-                handle,
+                Path(source),
                 use_multipart=size > UPLOAD_PART_BYTES,
                 chunk_size=UPLOAD_PART_BYTES,
-                max_concurrency=PARALLEL,
+                max_concurrency=parallel,
             )
         return size
 

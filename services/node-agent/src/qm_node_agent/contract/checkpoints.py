@@ -43,6 +43,9 @@ RESTORED = "checkpoints-restored.json"  # beside the chain's /opt/ml tree
 # ago (a file rewritten more often than scans still goes up).
 SETTLE_S = 0.25
 DEFAULT_LOCAL_PATH = "/opt/ml/checkpoints"
+# Parts in flight while the job runs: the upload is background work beside the job and
+# the agent's own loop (heartbeats, other jobs' starts), not a race to the store.
+BACKGROUND_PARTS = 4
 ML = "/opt/ml/"
 
 
@@ -252,7 +255,7 @@ class CheckpointSync:
         for name, stat in sorted(ready.items()):
             path = Path(self.checkpoints.host_dir) / name
             where = S3Location(self._base.bucket, self._base.key + name)
-            moved += self._store.upload(path, where)
+            moved += self._store.upload(path, where, parallel=BACKGROUND_PARTS)
             self._uploaded[name] = stat
             self._manifest[name] = _Entry(stat[0], "")
         for name in gone:
