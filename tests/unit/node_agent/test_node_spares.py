@@ -22,13 +22,13 @@ def test_a_folder_given_back_is_emptied_and_taken_again_as_the_same_inode(tmp_pa
 
     spares.give_dir(work)
     assert not work.exists()
-    assert spares.count() == {"d": 1, "f": 0}
+    assert spares.count() == {"d": 1, "f": 0, "t": 0}
 
     again = tmp_path / "jobs" / "b-1"
     spares.take_dir(again)
     assert again.stat().st_ino == inode
     assert list(again.iterdir()) == []
-    assert spares.count() == {"d": 0, "f": 0}
+    assert spares.count() == {"d": 0, "f": 0, "t": 0}
 
 
 def test_a_folder_is_made_when_none_is_kept_and_kept_as_it_is_when_there(tmp_path: Path) -> None:
@@ -70,7 +70,7 @@ def test_a_thing_in_the_way_of_a_folder_is_still_an_error_and_the_spare_stays(
     blocked.write_text("a file in the way")
     with pytest.raises(OSError):
         spares.take_dir(blocked)
-    assert spares.count() == {"d": 1, "f": 0}
+    assert spares.count() == {"d": 1, "f": 0, "t": 0}
 
 
 def test_past_the_limit_they_are_deleted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -81,7 +81,7 @@ def test_past_the_limit_they_are_deleted(tmp_path: Path, monkeypatch: pytest.Mon
         folder.mkdir()
         spares.give_dir(folder)
         assert not folder.exists()
-    assert spares.count() == {"d": 2, "f": 0}
+    assert spares.count() == {"d": 2, "f": 0, "t": 0}
 
 
 def test_kept_ones_are_found_again_after_a_restart_and_strays_removed(tmp_path: Path) -> None:
@@ -96,8 +96,48 @@ def test_kept_ones_are_found_again_after_a_restart_and_strays_removed(tmp_path: 
     (root / "f99").mkdir()  # a folder under a file's name: not a spare
 
     again = Spares(root)
-    assert again.count() == {"d": 2, "f": 1}
+    assert again.count() == {"d": 2, "f": 1, "t": 0}
     assert sorted(os.listdir(root)) == ["d0", "d1", "f2"]
     (tmp_path / "y").mkdir()
     again.give_dir(tmp_path / "y")
     assert (root / "d3").is_dir()  # names are never reused
+
+
+def test_a_chain_tree_is_kept_with_its_skeleton_and_taken_by_the_next_chain(
+    tmp_path: Path,
+) -> None:
+    """What jobs wrote goes; the folders and the config and hosts files stay (the same
+    inodes), so the next chain's prepare makes none."""
+    from qm_node_agent.contract.stage import SKELETON, reset_chain_tree
+
+    spares = Spares(tmp_path / "spare")
+    chain = tmp_path / "opt-ml" / "c1"
+    ml = chain / "ml"
+    for sub in SKELETON:
+        (ml / sub).mkdir(parents=True)
+    (ml / "input" / "config" / "hyperparameters.json").write_text("{}")
+    (ml / "input" / "data" / "train").mkdir()
+    (ml / "input" / "data" / "train" / "a.csv").write_text("1")
+    (ml / "model" / "m.bin").write_text("m")
+    (ml / "output" / "data" / "r.txt").write_text("r")
+    (ml / "output" / "failure").write_text("f")
+    (ml / "checkpoints" / "step").write_text("3")
+    (ml / "stray").write_text("s")
+    (chain / "hosts").write_text("127.0.0.1 algo-1\n")
+    (chain / "staged.json").write_text("{}")
+    config = (ml / "input" / "config" / "hyperparameters.json").stat().st_ino
+
+    spares.give_tree(chain, reset_chain_tree)
+    assert not chain.exists() and spares.count()["t"] == 1
+
+    other = tmp_path / "opt-ml" / "c2"
+    assert spares.take_tree(other)
+    left = sorted(str(p.relative_to(other)) for p in other.rglob("*"))
+    assert left == sorted(
+        ["hosts", "ml", "ml/input", "ml/input/config", "ml/input/config/hyperparameters.json"]
+        + [f"ml/{sub}" for sub in SKELETON if sub != "input/config"]
+        + ["ml/output"]
+    )
+    assert (other / "ml" / "input" / "config" / "hyperparameters.json").stat().st_ino == config
+    assert not spares.take_tree(tmp_path / "opt-ml" / "c3")  # none left: made by prepare
+    assert not spares.take_tree(other)  # something there already: left alone

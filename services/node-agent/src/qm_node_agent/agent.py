@@ -23,6 +23,7 @@ from typing import Any
 from qm_node_agent.attempt import AttemptRunner
 from qm_node_agent.contract.checkpoints import Round
 from qm_node_agent.contract.host import interface_of
+from qm_node_agent.contract.stage import reset_chain_tree
 from qm_node_agent.desired import attempt_on, cache_chains, is_current, should_run, stop_reason
 from qm_node_agent.desired import stop_wanted as stop_wanted_for
 from qm_node_agent.errors import LaunchError, PermanentNodeAgentError, SettingsError
@@ -552,20 +553,32 @@ class NodeAgent:
             self._caches.discard(name)
             log.info("host=%s deleting warm pool cache %s", self.host_id, name)
             self._delete_later(self.layout.cache_root / name)
-            # Its /opt/ml and staged channels: removed, not kept as spares (a tree).
-            self._delete_later(self.layout.ml_root / name, spare=False)
+            # Its /opt/ml: emptied of what jobs wrote and kept as a spare tree for the
+            # process runtime's next chain (docker removes it: a sandbox may mount it).
+            tree = self.layout.ml_root / name
+            if self._runtime.kind == RuntimeKind.PROCESS.value:
+                self._delete_later(tree, tree=True)
+            else:
+                self._delete_later(tree, remove=True)
 
-    def _delete_later(self, path: Path, *, spare: bool = True) -> None:
+    def _delete_later(self, path: Path, *, tree: bool = False, remove: bool = False) -> None:
+        """Empty the folder and keep it as a spare (a chain's tree: its skeleton kept),
+        or remove it."""
         if path in self._deleting or not path.exists():
             return
         self._deleting.add(path)
 
-        def remove(path: Path) -> None:
-            shutil.rmtree(path, ignore_errors=True)
+        def give(path: Path) -> None:
+            if remove:
+                shutil.rmtree(path, ignore_errors=True)
+            elif tree:
+                self._spares.give_tree(path, reset_chain_tree)
+            else:
+                self._spares.give_dir(path)
 
         async def delete() -> None:
             try:
-                await asyncio.to_thread(self._spares.give_dir if spare else remove, path)
+                await asyncio.to_thread(give, path)
             finally:
                 self._deleting.discard(path)
 

@@ -27,10 +27,11 @@ import itertools
 import os
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 LIMIT = 256
-_DIR, _FILE = "d", "f"
+_DIR, _FILE, _TREE = "d", "f", "t"
 
 
 class Spares:
@@ -80,6 +81,35 @@ class Spares:
         if not self._keep(_DIR, path):
             shutil.rmtree(path, ignore_errors=True)
 
+    def take_tree(self, path: Path) -> bool:
+        """A kept tree (a warm pool chain's /opt-ml folder, reset by `give_tree`'s
+        `reset`) renamed to `path` if nothing is there; whether one was."""
+        if path.exists():
+            return False
+        name = self._pop(_TREE)
+        if name is None:
+            return False
+        try:
+            os.rename(self.root / name, path)
+            return True
+        except OSError:
+            self._push(_TREE, name)
+            return False
+
+    def give_tree(self, path: Path, reset: Callable[[Path], None]) -> None:
+        """Keep the tree at `path` once `reset` has emptied what a job left in it
+        (its skeleton stays: no inode freed now, none made by the next chain);
+        deleted past the limit (blocking: run in a worker thread)."""
+        if not path.is_dir() or path.is_symlink():
+            return
+        try:
+            reset(path)
+        except OSError:
+            shutil.rmtree(path, ignore_errors=True)
+            return
+        if not self._keep(_TREE, path):
+            shutil.rmtree(path, ignore_errors=True)
+
     def give_file(self, path: Path) -> None:
         """Empty the file at `path` and keep it (blocking: run in a worker thread)."""
         try:
@@ -93,7 +123,7 @@ class Spares:
             path.unlink(missing_ok=True)
 
     def count(self) -> dict[str, int]:
-        """How many of each kind are kept ("d": folders, "f": files)."""
+        """How many of each kind are kept ("d": folders, "f": files, "t": trees)."""
         with self._lock:
             kept = self._listed()
             return {kind: len(names) for kind, names in kept.items()}
@@ -125,12 +155,16 @@ class Spares:
         """The kept ones, listed from disk once (under the lock); names never reused."""
         if self._kept is None:
             self.root.mkdir(parents=True, exist_ok=True)
-            kept: dict[str, list[str]] = {_DIR: [], _FILE: []}
+            kept: dict[str, list[str]] = {_DIR: [], _FILE: [], _TREE: []}
             highest = -1
             for entry in os.scandir(self.root):
                 kind, number = entry.name[:1], entry.name[1:]
                 is_dir = entry.is_dir(follow_symlinks=False)
-                if number.isdigit() and (kind, is_dir) in ((_DIR, True), (_FILE, False)):
+                if number.isdigit() and (kind, is_dir) in (
+                    (_DIR, True),
+                    (_FILE, False),
+                    (_TREE, True),
+                ):
                     kept[kind].append(entry.name)
                     highest = max(highest, int(number))
                 elif is_dir:
