@@ -1,10 +1,11 @@
 """Channel staging and checkpoint restore against the raw S3 read rate of the same store.
 
 Starts the embedded SeaweedFS (as `qm up` does) in a temporary folder, loads two
-data sets, and in each run measures, in this order:
+data sets, and in each run measures (staged and restored in alternating order):
 
 - raw: every object read with the same client and parallelism, bytes thrown away
-  (no file written): the store's read rate, the baseline;
+  (no file written): the store's read rate, the baseline, measured again right before
+  each of the two below (their ratios are to that read);
 - staged: the node agent's `contract.stage.prepare` of a channel naming them, into
   a fresh /opt/ml tree (files written), as before a job's entrypoint starts;
 - restored: the same objects as a CheckpointConfig restore.
@@ -153,8 +154,10 @@ def line(name: str, rates: list[float], base: list[float] | None) -> str:
         f"  max {max(rates):7.1f}"
     )
     if base is not None:
+        ratios = [r / b for r, b in zip(rates, base, strict=True)]
         text += (
-            f"   ratio to raw (medians) {statistics.median(rates) / statistics.median(base):.2f}"
+            f"   to the raw read just before: min {min(ratios):.2f}"
+            f"  median {statistics.median(ratios):.2f}  max {max(ratios):.2f}"
         )
     return text
 
@@ -177,28 +180,37 @@ def main() -> None:
                 f"{args.runs} runs, {PARALLEL} requests in flight"
             )
             for prefix, label in (("many", "1,000 objects"), ("one", "one object")):
-                figures: dict[str, list[float]] = {"raw": [], "staged": [], "restored": []}
+                figures: dict[str, list[float]] = {
+                    "raw": [],
+                    "staged": [],
+                    "restored": [],
+                    "raw before staged": [],
+                    "raw before restored": [],
+                }
                 for run in range(args.runs):
-                    for kind in (
-                        ("raw", "staged", "restored") if run % 2 else ("raw", "restored", "staged")
-                    ):
-                        target = root / f"run-{run}-{kind}"
-                        target.mkdir()
-                        began = time.perf_counter()
-                        if kind == "raw":
-                            moved = raw_read(store, prefix)
-                        elif kind == "staged":
-                            moved = staged(access, prefix, target)
-                        else:
-                            moved = restored(access, prefix, target)
-                        seconds = time.perf_counter() - began
-                        assert moved == sizes[prefix], (kind, moved, sizes[prefix])
-                        figures[kind].append(rate(moved, seconds))
-                        shutil.rmtree(target)
+                    # Each is measured right after a raw read of its own (its baseline),
+                    # in alternating order: the first write after a read ran slower.
+                    for kind in ("staged", "restored") if run % 2 else ("restored", "staged"):
+                        for step in ("raw", kind):
+                            target = root / f"run-{run}-{kind}-{step}"
+                            target.mkdir()
+                            began = time.perf_counter()
+                            if step == "raw":
+                                moved = raw_read(store, prefix)
+                            elif step == "staged":
+                                moved = staged(access, prefix, target)
+                            else:
+                                moved = restored(access, prefix, target)
+                            seconds = time.perf_counter() - began
+                            assert moved == sizes[prefix], (step, moved, sizes[prefix])
+                            figures[step].append(rate(moved, seconds))
+                            if step == "raw":
+                                figures[f"raw before {kind}"].append(figures["raw"][-1])
+                            shutil.rmtree(target)
                 print(f"{label} ({sizes[prefix] // MIB} MiB):")
                 print(line("raw read", figures["raw"], None))
-                print(line("staged", figures["staged"], figures["raw"]))
-                print(line("restored", figures["restored"], figures["raw"]))
+                print(line("staged", figures["staged"], figures["raw before staged"]))
+                print(line("restored", figures["restored"], figures["raw before restored"]))
         finally:
             weed.stop()
 
