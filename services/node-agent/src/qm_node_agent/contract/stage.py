@@ -152,7 +152,18 @@ async def prepare_for_launch(
 
 
 def _write_json(path: Path, value: Any) -> None:
-    path.write_bytes(msgspec.json.encode(value))
+    _write_if_changed(path, msgspec.json.encode(value))
+
+
+def _write_if_changed(path: Path, data: bytes) -> None:
+    """In place, and not at all when the file (a reused tree's) already holds `data`:
+    a read is cheaper than truncating and reallocating the file's block."""
+    try:
+        if path.read_bytes() == data:
+            return
+    except OSError:
+        pass
+    path.write_bytes(data)
 
 
 def _write_hosts(path: Path, contract: Contract, addresses: dict[str, str]) -> None:
@@ -166,7 +177,7 @@ def _write_hosts(path: Path, contract: Contract, addresses: dict[str, str]) -> N
         lines.append(f"{resolve(addresses.get(host_id, ''))}\t{algo}")
     # In place, not renamed over: a docker sandbox made before this attempt has the
     # file's inode mounted.
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _write_if_changed(path, ("\n".join(lines) + "\n").encode())
 
 
 def _stage_channels(ml: Path, contract: Contract, access: S3Access | None) -> Staged:
