@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
-import json
 import os
 import shutil
 import statistics
@@ -34,11 +33,10 @@ import obstore
 from qm_node_agent.contract import build_contract
 from qm_node_agent.contract.checkpoints import checkpoints_of, restore
 from qm_node_agent.contract.stage import prepare
-from quartermaster import events as ev
 from quartermaster.embedded.seaweedfs import EmbeddedSeaweedFS
 from quartermaster.objectstore import S3Access, parse_s3_uri
 from quartermaster.objectstore.store import PARALLEL, RANGE_BYTES, ObjectStore
-from quartermaster.testing.builders import World
+from quartermaster.testing.builders import dispatched_job
 
 MIB = 1024 * 1024
 BUCKET = "bench"
@@ -127,21 +125,7 @@ def restored(access: S3Access, prefix: str, root: Path) -> int:
 
 
 def _job(payload: dict[str, object]):  # type: ignore[no-untyped-def]
-    w = World().environment(ml_g5_xlarge=1).queue().hosts(1)
-    w.share("QS1", 1, "LEND_AND_BORROW")
-    w.apply(
-        ev.JobSubmitted(
-            at=w.clock,
-            job_id="bench",
-            job_name="bench",
-            job_queue="q",
-            quota_share="QS1",
-            instance_type="ml.g5.xlarge",
-            payload=json.dumps(payload),
-        )
-    )
-    w.pass_()
-    return w.job("bench")
+    return dispatched_job(payload, job_id="bench")
 
 
 def rate(size: int, seconds: float) -> float:

@@ -27,6 +27,16 @@ def running_store(root: Path) -> Iterator[S3Access]:
         yield server.access
 
 
+@contextmanager
+def store_with_buckets(root: Path, *buckets: str) -> Iterator[S3Access]:
+    """`running_store` with these buckets made (a test module's store fixture)."""
+    with running_store(root) as access:
+        store = ObjectStore(access)
+        for bucket in buckets:
+            store.create_bucket(bucket)
+        yield access
+
+
 def role_map_file(path: Path, access: S3Access, role: str = ROLE) -> Path:
     RoleMap(roles={role: access}, default_role=role).save(path)
     return path

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from node_agent_harness import Cluster, payload
-from s3_harness import ROLE, put_tree, role_map_file, running_store
+from s3_harness import ROLE, put_tree, role_map_file, store_with_buckets
 
 from qm_node_agent.contract import build_contract
 from qm_node_agent.contract import stage as stage_module
@@ -26,15 +26,12 @@ from quartermaster import events as ev
 from quartermaster.core import JobStatus
 from quartermaster.objectstore import RoleMap, S3Access, parse_s3_uri
 from quartermaster.objectstore.store import ObjectStore
-from quartermaster.testing.builders import World
+from quartermaster.testing.builders import dispatched_job
 
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Access]:
-    with running_store(tmp_path_factory.mktemp("s3")) as access:
-        store = ObjectStore(access)
-        for bucket in ("data", "out"):
-            store.create_bucket(bucket)
+    with store_with_buckets(tmp_path_factory.mktemp("s3"), "data", "out") as access:
         yield access
 
 
@@ -251,24 +248,11 @@ def test_a_reused_host_downloads_only_the_objects_that_changed(
 ) -> None:
     put_tree(store, "s3://data/reuse/", {f"f{i}": b"v1" * 1000 for i in range(4)})
     body = {"RoleArn": ROLE, "InputDataConfig": [channel("train", "s3://data/reuse/")]}
-    w = World().environment(ml_g5_xlarge=1).queue().hosts(1)
-    w.share("QS1", 1, "LEND_AND_BORROW")
-    w.apply(
-        ev.JobSubmitted(
-            at=w.clock,
-            job_id="j",
-            job_name="j",
-            job_queue="q",
-            quota_share="QS1",
-            instance_type="ml.g5.xlarge",
-            payload=json.dumps(body),
-        )
-    )
-    w.pass_()
+    job = dispatched_job(body)
     root = tmp_path / "chain"
     root.mkdir()
     contract = build_contract(
-        w.job("j"),
+        job,
         body,
         host="h1",
         instance_type="ml.g5.xlarge",

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 from node_agent_harness import Cluster, payload
-from s3_harness import ROLE, put_tree, role_map_file, running_store
+from s3_harness import ROLE, put_tree, role_map_file, store_with_buckets
 
 from quartermaster import events as ev
 from quartermaster.objectstore import S3Access, parse_s3_uri
@@ -43,10 +43,7 @@ EPOCHS = 3
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Access]:
-    with running_store(tmp_path_factory.mktemp("s3")) as access:
-        store = ObjectStore(access)
-        for bucket in ("code", "data", "out"):
-            store.create_bucket(bucket)
+    with store_with_buckets(tmp_path_factory.mktemp("s3"), "code", "data", "out") as access:
         yield access
 
 

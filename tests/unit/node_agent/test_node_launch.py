@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from qm_node_agent.runtime.docker import create_args
 from qm_node_agent.runtime.sandbox import ChainFiles, image_ref, write_job_script
 from quartermaster import events as ev
 from quartermaster.core import Job
-from quartermaster.testing.builders import World
+from quartermaster.testing.builders import dispatched_job
 
 CACHE = Path("/data/warmpool-cache/j")
 WORK = Path("/data/jobs/j-1")
@@ -25,23 +24,7 @@ HOSTS = Path("/data/opt-ml/j/hosts")
 
 
 def dispatched(payload: dict[str, object] | str, hosts: int = 2) -> Job:
-    w = World().environment(ml_g5_xlarge=4).queue().hosts(hosts)
-    w.share("QS1", 4, "LEND_AND_BORROW")
-    raw = payload if isinstance(payload, str) else json.dumps(payload)
-    w.apply(
-        ev.JobSubmitted(
-            at=w.clock,
-            job_id="j",
-            job_name="j",
-            job_queue="q",
-            quota_share="QS1",
-            instance_type="ml.g5.xlarge",
-            instance_count=hosts,
-            payload=raw,
-        )
-    )
-    w.pass_()
-    return w.job("j")
+    return dispatched_job(payload, hosts=hosts)
 
 
 def spec_for(job: Job, gpus: tuple[int, ...] = (0, 1, 2, 3)) -> LaunchSpec:

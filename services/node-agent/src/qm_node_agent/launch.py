@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 
 from qm_node_agent.contract import Contract, build_contract
+from qm_node_agent.contract.spec import payload_mapping
 from qm_node_agent.errors import LaunchError
 from quartermaster.core import Job
 from quartermaster.objectstore import S3Access
@@ -63,11 +64,11 @@ def build_spec(
 
     `access_for`: the credentials an execution role maps to (None: it gets none)."""
     payload = _payload(job.payload)
-    algorithm = _mapping(payload.get("AlgorithmSpecification"), "AlgorithmSpecification")
+    algorithm = payload_mapping(payload.get("AlgorithmSpecification"), "AlgorithmSpecification")
     image = algorithm.get("TrainingImage") or ""
     if not isinstance(image, str):
         raise LaunchError.client("AlgorithmSpecification.TrainingImage must be a string")
-    user_env = _mapping(payload.get("Environment"), "Environment")
+    user_env = payload_mapping(payload.get("Environment"), "Environment")
     visible = ",".join(str(index) for index in gpu_indexes)
     contract = build_contract(
         job,
@@ -117,7 +118,7 @@ def build_spec(
 
 
 def _volume_size(value: object) -> int:
-    size = _mapping(value, "ResourceConfig").get("VolumeSizeInGB", 0)
+    size = payload_mapping(value, "ResourceConfig").get("VolumeSizeInGB", 0)
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise LaunchError.client("ResourceConfig.VolumeSizeInGB must be a non-negative integer")
     return size
@@ -128,15 +129,7 @@ def _payload(raw: str) -> dict[str, Any]:
         payload = json.loads(raw or "{}")
     except json.JSONDecodeError as err:
         raise LaunchError.client(f"serviceRequestPayload is not JSON ({err})") from err
-    return _mapping(payload, "serviceRequestPayload")
-
-
-def _mapping(value: object, what: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise LaunchError.client(f"{what} must be an object")
-    return value
+    return payload_mapping(payload, "serviceRequestPayload")
 
 
 def _strings(value: object, what: str) -> tuple[str, ...]:

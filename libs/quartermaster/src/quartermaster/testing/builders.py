@@ -204,3 +204,27 @@ class World:
 
     def preempted(self) -> list[str]:
         return [d.job_id for d in self.decisions if isinstance(d, ev.JobPreemptionRequested)]
+
+
+def dispatched_job(payload: object, *, hosts: int = 1, job_id: str = "j") -> Job:
+    """A training job with this request payload (a JSON string, or anything JSON encodes),
+    dispatched to `hosts` hosts `h1`..: what a node agent launches, for its tests and
+    benchmarks."""
+    import json
+
+    w = World().environment(ml_g5_xlarge=max(4, hosts)).queue().hosts(hosts)
+    w.share("QS1", max(4, hosts), "LEND_AND_BORROW")
+    w.apply(
+        ev.JobSubmitted(
+            at=w.clock,
+            job_id=job_id,
+            job_name=job_id,
+            job_queue="q",
+            quota_share="QS1",
+            instance_type="ml.g5.xlarge",
+            instance_count=hosts,
+            payload=payload if isinstance(payload, str) else json.dumps(payload),
+        )
+    )
+    w.pass_()
+    return w.job(job_id)

@@ -176,7 +176,7 @@ def channels_of(payload: dict[str, Any]) -> tuple[Channel, ...]:
     channels: dict[str, Channel] = {}
     for index, entry in enumerate(value):
         where = f"InputDataConfig[{index}]"
-        channel = _mapping(entry, where)
+        channel = payload_mapping(entry, where)
         name = channel.get("ChannelName")
         if not isinstance(name, str) or not _CHANNEL_NAME.match(name) or name in (".", ".."):
             raise LaunchError.client(f"{where}.ChannelName must match [A-Za-z0-9._-]{{1,64}}")
@@ -187,9 +187,9 @@ def channels_of(payload: dict[str, Any]) -> tuple[Channel, ...]:
             raise LaunchError.client(
                 f"{where}.InputMode {mode!r} is not supported (File, FastFile)"
             )
-        source = _mapping(channel.get("DataSource"), f"{where}.DataSource")
-        s3 = _mapping(source.get("S3DataSource"), f"{where}.DataSource.S3DataSource")
-        fs = _mapping(
+        source = payload_mapping(channel.get("DataSource"), f"{where}.DataSource")
+        s3 = payload_mapping(source.get("S3DataSource"), f"{where}.DataSource.S3DataSource")
+        fs = payload_mapping(
             source.get("FileSystemDataSource"), f"{where}.DataSource.FileSystemDataSource"
         )
         uri = s3.get("S3Uri") or fs.get("DirectoryPath")
@@ -237,7 +237,7 @@ def _source(uri: str, where: str) -> str:
 
 
 def _output_path(value: object) -> str:
-    config = _mapping(value, "OutputDataConfig")
+    config = payload_mapping(value, "OutputDataConfig")
     path = config.get("S3OutputPath")
     if path in (None, ""):
         return ""
@@ -251,11 +251,12 @@ def _output_path(value: object) -> str:
 
 
 def _hyperparameters(value: object) -> dict[str, str]:
-    given = _mapping(value, "HyperParameters")
+    given = payload_mapping(value, "HyperParameters")
     return {str(key): v if isinstance(v, str) else str(v) for key, v in given.items()}
 
 
-def _mapping(value: object, what: str) -> dict[str, Any]:
+def payload_mapping(value: object, what: str) -> dict[str, Any]:
+    """A payload field that must be an object (None: empty); `what` names it."""
     if value is None:
         return {}
     if not isinstance(value, dict):
