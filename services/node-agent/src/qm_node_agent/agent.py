@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import shutil
 import time
@@ -557,28 +558,22 @@ class NodeAgent:
             # process runtime's next chain (docker removes it: a sandbox may mount it).
             tree = self.layout.ml_root / name
             if self._runtime.kind == RuntimeKind.PROCESS.value:
-                self._delete_later(tree, tree=True)
+                spare = functools.partial(self._spares.give_tree, reset=reset_chain_tree)
+                self._delete_later(tree, spare)
             else:
-                self._delete_later(tree, remove=True)
+                self._delete_later(tree, functools.partial(shutil.rmtree, ignore_errors=True))
 
-    def _delete_later(self, path: Path, *, tree: bool = False, remove: bool = False) -> None:
-        """Empty the folder and keep it as a spare (a chain's tree: its skeleton kept),
-        or remove it."""
+    def _delete_later(self, path: Path, give: Callable[[Path], None] | None = None) -> None:
+        """Hand the folder to `give` in a worker thread (default: empty it and keep it
+        as a spare)."""
         if path in self._deleting or not path.exists():
             return
         self._deleting.add(path)
-
-        def give(path: Path) -> None:
-            if remove:
-                shutil.rmtree(path, ignore_errors=True)
-            elif tree:
-                self._spares.give_tree(path, reset_chain_tree)
-            else:
-                self._spares.give_dir(path)
+        dispose = give or self._spares.give_dir
 
         async def delete() -> None:
             try:
-                await asyncio.to_thread(give, path)
+                await asyncio.to_thread(dispose, path)
             finally:
                 self._deleting.discard(path)
 

@@ -34,6 +34,22 @@ LIMIT = 256
 _DIR, _FILE, _TREE = "d", "f", "t"
 
 
+def empty_folder(folder: Path, keep: tuple[str, ...] = ()) -> None:
+    """Remove what is in `folder` but the names in `keep`; nothing when it is gone."""
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        if entry.name in keep:
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.path)
+
+
 class Spares:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -46,55 +62,27 @@ class Spares:
         there, else a new one."""
         if path.is_dir():
             return
-        name = self._pop(_DIR)
-        if name is not None:
-            try:
-                os.rename(self.root / name, path)
-                return
-            except OSError:  # something in the way: it stays kept, the mkdir says what
-                self._push(_DIR, name)
-        path.mkdir(parents=True, exist_ok=True)
+        if not self._place(_DIR, path):  # something in the way: the mkdir says what
+            path.mkdir(parents=True, exist_ok=True)
 
     def take_file(self, path: Path) -> None:
         """An empty file at `path` (what was there goes), if one is kept; else nothing
         is there any more."""
-        name = self._pop(_FILE)
-        if name is not None:
-            try:
-                os.rename(self.root / name, path)
-                return
-            except OSError:
-                self._push(_FILE, name)
-        path.unlink(missing_ok=True)
+        if not self._place(_FILE, path):
+            path.unlink(missing_ok=True)
 
     def give_dir(self, path: Path) -> None:
         """Empty `path` and keep it (blocking: run in a worker thread)."""
         if not path.is_dir() or path.is_symlink():
             return
-        with os.scandir(path) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(entry.path)
+        empty_folder(path)
         if not self._keep(_DIR, path):
             shutil.rmtree(path, ignore_errors=True)
 
     def take_tree(self, path: Path) -> bool:
         """A kept tree (a warm pool chain's /opt-ml folder, reset by `give_tree`'s
         `reset`) renamed to `path` if nothing is there; whether one was."""
-        if path.exists():
-            return False
-        name = self._pop(_TREE)
-        if name is None:
-            return False
-        try:
-            os.rename(self.root / name, path)
-            return True
-        except OSError:
-            self._push(_TREE, name)
-            return False
+        return not path.exists() and self._place(_TREE, path)
 
     def give_tree(self, path: Path, reset: Callable[[Path], None]) -> None:
         """Keep the tree at `path` once `reset` has emptied what a job left in it
@@ -141,6 +129,19 @@ class Spares:
             return False
         self._push(kind, name)
         return True
+
+    def _place(self, kind: str, path: Path) -> bool:
+        """A kept one of `kind` renamed to `path`; False when none is kept or the
+        rename fails (it stays kept then)."""
+        name = self._pop(kind)
+        if name is None:
+            return False
+        try:
+            os.rename(self.root / name, path)
+            return True
+        except OSError:
+            self._push(kind, name)
+            return False
 
     def _pop(self, kind: str) -> str | None:
         with self._lock:

@@ -6,6 +6,8 @@ A `World` wraps a State and a clock; every helper folds a real event, and
 
 from __future__ import annotations
 
+import json
+
 import msgspec
 
 from quartermaster import events as ev
@@ -210,8 +212,6 @@ def dispatched_job(payload: object, *, hosts: int = 1, job_id: str = "j") -> Job
     """A training job with this request payload (a JSON string, or anything JSON encodes),
     dispatched to `hosts` hosts `h1`..: what a node agent launches, for its tests and
     benchmarks."""
-    import json
-
     w = World().environment(ml_g5_xlarge=max(4, hosts)).queue().hosts(hosts)
     w.share("QS1", max(4, hosts), "LEND_AND_BORROW")
     w.apply(

@@ -14,7 +14,6 @@ against the job's attempts).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import os
@@ -31,6 +30,7 @@ from qm_node_agent.contract.checkpoints import restore
 from qm_node_agent.contract.host import resolve
 from qm_node_agent.contract.spec import Channel, Contract
 from qm_node_agent.errors import LaunchError
+from qm_node_agent.spares import empty_folder
 from quartermaster.events import FailureClass
 from quartermaster.objectstore import (
     S3Access,
@@ -47,30 +47,14 @@ CONFIG_FILES = ("hyperparameters.json", "inputdataconfig.json", "resourceconfig.
 MANIFEST = "staged.json"
 
 
-def _empty(folder: Path, keep: tuple[str, ...] = ()) -> None:
-    """Remove what is in `folder` but the names in `keep` (files rewritten in place,
-    or folders emptied by the caller)."""
-    try:
-        entries = list(os.scandir(folder))
-    except FileNotFoundError:
-        return
-    for entry in entries:
-        if entry.name in keep:
-            continue
-        if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, ignore_errors=True)
-        else:
-            Path(entry.path).unlink(missing_ok=True)
-
-
 def _empty_fresh(ml: Path) -> None:
     """What an attempt starts without: config files (rewritten), model, output, code.
     Emptied, not removed and made again: no inode freed or made on a reused tree."""
-    _empty(ml / "input" / "config", keep=CONFIG_FILES)
-    _empty(ml / "model")
-    _empty(ml / "output", keep=("data",))
-    _empty(ml / "output" / "data")
-    _empty(ml / "code")
+    empty_folder(ml / "input" / "config", keep=CONFIG_FILES)
+    empty_folder(ml / "model")
+    empty_folder(ml / "output", keep=("data",))
+    empty_folder(ml / "output" / "data")
+    empty_folder(ml / "code")
 
 
 def reset_chain_tree(chain_dir: Path) -> None:
@@ -80,11 +64,11 @@ def reset_chain_tree(chain_dir: Path) -> None:
     rewritten in place by the next `prepare` (see `Spares.give_tree`)."""
     ml = chain_dir / "ml"
     _empty_fresh(ml)
-    _empty(ml / "input" / "data")
-    _empty(ml / "checkpoints")
-    _empty(ml / "input", keep=("config", "data"))
-    _empty(ml, keep=("input", "model", "output", "code", "checkpoints"))
-    _empty(chain_dir, keep=("ml", "hosts"))
+    empty_folder(ml / "input" / "data")
+    empty_folder(ml / "checkpoints")
+    empty_folder(ml / "input", keep=("config", "data"))
+    empty_folder(ml, keep=("input", "model", "output", "code", "checkpoints"))
+    empty_folder(chain_dir, keep=("ml", "hosts"))
 
 
 class Staged(msgspec.Struct, frozen=True):
@@ -128,26 +112,6 @@ def prepare(
         staged.seconds + time.perf_counter() - started,
         staged.channels,
         restored,
-    )
-
-
-async def prepare_for_launch(
-    contract: Contract,
-    access: S3Access | None,
-    *,
-    addresses: dict[str, str],
-    network_interface: str,
-) -> Staged:
-    """`prepare` as a runtime's launch calls it. A tree with nothing to fetch (no
-    channel, no checkpoint) is a dozen small file operations, made on the caller's
-    loop: in a worker thread each one hands the GIL back and forth with the busy
-    loop, which made an idle job's start 14 ms slower (median, `bench/e2e_bench.py`
-    in a `qm up` stack) against about 1 ms here. Anything that reads a store or
-    copies data runs in a worker thread."""
-    if not contract.channels and contract.outputs.checkpoints is None:
-        return prepare(contract, access, addresses=addresses, network_interface=network_interface)
-    return await asyncio.to_thread(
-        prepare, contract, access, addresses=addresses, network_interface=network_interface
     )
 
 

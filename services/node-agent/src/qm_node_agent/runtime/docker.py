@@ -26,7 +26,7 @@ import time
 import weakref
 from pathlib import Path
 
-from qm_node_agent.contract.stage import prepare_for_launch
+from qm_node_agent.contract.stage import prepare
 from qm_node_agent.errors import LaunchError, RuntimeFailure
 from qm_node_agent.launch import ML_DIR, LaunchSpec
 from qm_node_agent.layout import CONTAINER_CACHE_DIR, safe_name
@@ -268,7 +268,8 @@ class DockerRuntime:
         if not warm:
             await self._ensure_volume(spec, files)
         t2 = time.perf_counter()
-        staged = await prepare_for_launch(
+        staged = await asyncio.to_thread(
+            prepare,
             spec.contract,
             spec.access,
             addresses=spec.addresses,

@@ -28,7 +28,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from qm_node_agent.contract.stage import prepare_for_launch
+from qm_node_agent.contract.stage import prepare
 from qm_node_agent.errors import LaunchError, RuntimeFailure
 from qm_node_agent.launch import ML_DIR, LaunchSpec
 from qm_node_agent.records import AttemptRecord
@@ -163,7 +163,8 @@ class ProcessRuntime:
             raise LaunchError.client(f"command not found: {command[0]}")
         outputs = spec.contract.outputs
         self._spares.take_tree(Path(outputs.ml_dir).parent)  # a chain's first attempt
-        staged = await prepare_for_launch(
+        staged = await asyncio.to_thread(
+            prepare,
             spec.contract,
             spec.access,
             addresses=spec.addresses,
