@@ -54,7 +54,7 @@ class Timeline:
     def __init__(self) -> None:
         self.beats: dict[str, list[float]] = {}
         self.rounds: dict[str, list[tuple[ev.JobCheckpointed, float]]] = {}
-        self._changed = threading.Lock()
+        self._lock = threading.Lock()
         original = agent_module.send_beat
 
         async def timed(js: Any, stream: str, beat: Any) -> None:
@@ -68,14 +68,14 @@ class Timeline:
 
     def _on_folded(self, seq: int, subject: str, events: list[ev.AnyEvent]) -> None:
         now = time.perf_counter()
-        with self._changed:
+        with self._lock:
             for event in events:
                 if isinstance(event, ev.JobCheckpointed):
                     self.rounds.setdefault(event.job_id, []).append((event, now))
 
     def checkpointed_at(self, job_id: str, size: int) -> float | None:
         """When a round of the job that put `size` bytes or more up was folded."""
-        with self._changed:
+        with self._lock:
             done = [at for r, at in self.rounds.get(job_id, []) if r.bytes >= size]
         return done[0] if done else None
 
