@@ -134,7 +134,7 @@ def test_a_drain_survives_an_agent_restart_until_undrained(make_stack, capsys) -
     stack.restart("node-1")  # the agent registers again
     capsys.readouterr()
     assert qm([*a, "nodes", "list", "--output", "json"]) == 0
-    assert '"state": "NODE_STATE_DRAINED"' in capsys.readouterr().out
+    assert json.loads(capsys.readouterr().out)["nodes"][0]["state"] == "DRAINED"
     job_id = submit(c, "after-drain", "A", "exit 0")
     time.sleep(3)  # a few passes: nothing may place it on the drained host
     assert status(c, job_id) == "RUNNABLE"
@@ -216,16 +216,16 @@ def test_submit_many_in_chunks_then_wait_shows_progress(make_stack, tmp_path: Pa
     out, err = capsys.readouterr()
     assert code == 1  # one submission was refused; the others went in
     submitted = json.loads(out)
-    assert [s["job_name"] for s in submitted] == [f"many-{i}" for i in range(5)]
+    assert [s["jobName"] for s in submitted] == [f"many-{i}" for i in range(5)]
     assert "qm: error: bad:" in err and "submitted 5 of 6" in err
-    last = submitted[-1]["job_id"]
+    last = submitted[-1]["jobId"]
     assert qm([*a, "job", "wait", last, "--timeout", "120"]) == 0
     out, err = capsys.readouterr()
     assert out == "SUCCEEDED\n"
     shown = err.splitlines()
     assert shown[-1] == "many-4: SUCCEEDED"  # each change on stderr as it happened
     assert qm([*a, "job", "list", QUEUE, "--status", "succeeded", "-o", "json"]) == 0
-    listed = {j["job_name"] for j in json.loads(capsys.readouterr().out)}
+    listed = {j["jobName"] for j in json.loads(capsys.readouterr().out)["jobSummaryList"]}
     assert listed == {f"many-{i}" for i in range(5)}
 
 
@@ -288,13 +288,13 @@ def test_env_update_and_queue_update(make_stack, capsys) -> None:  # type: ignor
     assert qm([*a, "env", "update", "env", "--capacity", "ml.g5.xlarge=2"]) == 0
     capsys.readouterr()
     assert qm([*a, "env", "list", "-o", "json"]) == 0
-    (env,) = json.loads(capsys.readouterr().out)
-    assert [lim["max_capacity"] for lim in env["capacity_limits"]] == [2]
+    (env,) = json.loads(capsys.readouterr().out)["serviceEnvironments"]
+    assert [lim["maxCapacity"] for lim in env["capacityLimits"]] == [2]
     assert qm([*a, "queue", "update", QUEUE, "--state", "disabled"]) == 0
     capsys.readouterr()
     assert qm([*a, "queue", "list", "-o", "json"]) == 0
-    (queue,) = json.loads(capsys.readouterr().out)
-    assert queue["state"] == "QUEUE_STATE_DISABLED"
+    (queue,) = json.loads(capsys.readouterr().out)["jobQueues"]
+    assert queue["state"] == "DISABLED"
     words = ["job", "submit", QUEUE, "--share", "A", "--name", "late", "--", "true"]
     assert qm([*a, *words]) == 1  # a disabled queue takes no new job
     assert capsys.readouterr().err.startswith("qm: error: FAILED_PRECONDITION")

@@ -181,14 +181,17 @@ def test_submit_many_of_a_missing_file_is_a_usage_error(
 
 def test_a_described_message_shows_as_one_row_per_nested_field() -> None:
     from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
-    from quartermaster.cli.options import fields, to_dict
+    from quartermaster.cli.options import fields
+    from quartermaster.client.shapes import aws_output
 
     job = pb.ServiceJobDetail(job_name="n", job_id="j1", tags={"team": "a"})
     job.attempts.add(host_ids=["node-1", "node-2"])
-    rows = dict(fields(to_dict(job)))
-    assert rows["job_name"] == "n"
+    job.status = pb.JOB_STATUS_RUNNING
+    rows = dict(fields(aws_output(job)))
+    assert rows["jobName"] == "n"
+    assert rows["status"] == "RUNNING"
     assert rows["tags.team"] == "a"
-    assert rows["attempts.0.host_ids.0"] == "node-1"
+    assert rows["attempts.0.hostIds.0"] == "node-1"
 
 
 def test_qm_up_and_demo_flags_have_help_and_any_case_runtime() -> None:

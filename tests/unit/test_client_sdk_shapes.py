@@ -11,6 +11,7 @@ from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.client import Compute, ModelTrainer, SourceCode, StoppingCondition
 from quartermaster.client.queued_job import job_id_of
 from quartermaster.client.shapes import (
+    aws_output,
     enum_text,
     job_detail,
     preemption_configuration,
@@ -71,6 +72,30 @@ def test_an_attempt_shows_its_training_job_and_model() -> None:
     ]
     assert "stoppedAt" not in shown and "waitReason" not in shown
     json.dumps(shown)  # plain data
+
+
+def test_an_answer_reads_as_the_aws_output_of_the_same_name() -> None:
+    share = pb.QuotaShareDetail(quota_share_name="QS1", state=pb.QUOTA_SHARE_STATE_ENABLED)
+    described = pb.DescribeQuotaShareResponse(quota_share=share, oversubscribed=True)
+    queue = pb.JobQueueDetail(
+        job_queue_name="q", job_queue_arn="arn:q", state=pb.QUEUE_STATE_ENABLED
+    )
+    job = pb.ServiceJobDetail(job_id="j1")
+
+    assert aws_output(described) == {
+        "quotaShareName": "QS1",
+        "state": "ENABLED",
+        "oversubscribed": True,
+    }
+    assert aws_output(pb.ListServiceJobsResponse()) == {"jobSummaryList": []}
+    assert aws_output(pb.ListTagsForResourceResponse()) == {"tags": {}}
+    # A required member is shown at zero (a queue's priority 0).
+    assert aws_output(pb.DescribeJobQueuesResponse(job_queues=[queue])) == {
+        "jobQueues": [
+            {"jobQueueName": "q", "jobQueueArn": "arn:q", "state": "ENABLED", "priority": 0}
+        ]
+    }
+    assert aws_output(pb.DescribeServiceJobResponse(job=job)) == job_detail(job)
 
 
 def test_enum_text_strips_the_type_prefix_and_hides_unspecified() -> None:

@@ -548,7 +548,8 @@ async def test_the_cli_deletes_lists_policies_and_tags(
     code, listed = await qm("tags", "list", queue_arn, "--output", "json")
     assert (code, json.loads(listed)) == (0, {"tags": {"team": "a"}})
     code, policies = await qm("policy", "list", "--output", "json")
-    assert (code, [p["name"] for p in json.loads(policies)]) == (0, ["fifo"])
+    listed_policies = json.loads(policies)["schedulingPolicies"]
+    assert (code, [p["name"] for p in listed_policies]) == (0, ["fifo"])
     assert (await qm("queue", "delete", "q"))[0] == 1  # ENABLED: one line, exit 1
     assert (await qm("env", "update", "env", "--state", "disabled"))[0] == 0
     assert (await qm("queue", "update", "q", "--state", "disabled"))[0] == 0

@@ -169,5 +169,5 @@ async def test_the_python_client_and_qm_dry_run_a_submission(
     assert (result.would_start, list(result.host_ids)) == (True, ["h1"])
     assert code == 0
     shown = json.loads(capsys.readouterr().out)
-    assert (shown["would_start"], shown["host_ids"]) == (True, ["h1"])
+    assert (shown["wouldStart"], shown["hostIds"]) == (True, ["h1"])
     assert await c.log.last_seq() == last

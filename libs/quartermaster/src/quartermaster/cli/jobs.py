@@ -17,6 +17,7 @@ from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.cli.options import UsageError, show
 from quartermaster.client import Quartermaster, training_job
 from quartermaster.client.logs import job_logs
+from quartermaster.client.shapes import aws_output
 
 TERMINAL = {pb.JOB_STATUS_SUCCEEDED, pb.JOB_STATUS_FAILED}
 CHUNK_MAX = 1000  # SubmitServiceJobs takes at most this many jobs per call
@@ -181,7 +182,7 @@ def job_submit_many(c: Quartermaster, a: argparse.Namespace) -> int:
 
     requests = requests_of(read_entries(Path(a.file)), a)
     failures: list[str] = []
-    submitted: list[tuple[str, str]] = []
+    submitted: list[pb.SubmitServiceJobResponse] = []
     with Progress(console=_stderr_console(), transient=not a.quiet) as progress:
         task = progress.add_task("submitting", total=len(requests))
         for start in range(0, len(requests), a.chunk):
@@ -193,13 +194,13 @@ def job_submit_many(c: Quartermaster, a: argparse.Namespace) -> int:
                     e = result.error
                     failures.append(f"{name}: {e.code}: {e.field}: {e.message}")
                 else:
-                    submitted.append((result.job.job_name, result.job.job_id))
+                    submitted.append(result.job)
             progress.advance(task, len(chunk))
-    if a.output == "json":
-        print(json.dumps([{"job_name": n, "job_id": i} for n, i in submitted], indent=2))
+    if a.output == "json":  # each as SubmitServiceJob's output: jobArn, jobName, jobId
+        print(json.dumps([aws_output(job) for job in submitted], indent=2))
     else:
-        for name, job_id in submitted:
-            print(f"{job_id}  {name}")
+        for job in submitted:
+            print(f"{job.job_id}  {job.job_name}")
     for failure in failures:
         print(f"qm: error: {failure}", file=sys.stderr)
     print(f"submitted {len(submitted)} of {len(requests)}", file=sys.stderr)

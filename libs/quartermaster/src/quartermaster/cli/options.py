@@ -1,5 +1,9 @@
 """The parser pieces every `qm` command shares: help with defaults, one-line usage errors,
-case-insensitive enum choices and `--output table|json`."""
+case-insensitive enum choices and `--output table|json`.
+
+JSON is what the AWS Batch operation of the same name returns (`client.shapes`), so a
+script written for `aws batch describe-service-job` reads `qm job describe -o json`.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +13,24 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NoReturn
 
-from google.protobuf import json_format
 from google.protobuf.message import Message
+
+from quartermaster.client.shapes import aws_output, listing
 
 USAGE_ERROR = 2  # bad input (argparse's own code)
 CALL_ERROR = 1  # the server refused or failed the call
+
+# The output member holding a list command's items, by (group, command): AWS's name
+# where an AWS operation lists them, else the qm.v1 response's.
+LISTED_AS = {
+    ("env", "list"): "serviceEnvironments",  # DescribeServiceEnvironments
+    ("policy", "list"): "schedulingPolicies",  # DescribeSchedulingPolicies
+    ("queue", "list"): "jobQueues",  # DescribeJobQueues
+    ("share", "list"): "quotaShares",  # ListQuotaShares
+    ("job", "list"): "jobSummaryList",  # ListServiceJobs
+    ("pools", "list"): "warmPoolSummaries",  # qm.v1 ListWarmPools
+    ("nodes", "list"): "nodes",  # qm.v1 ListNodes
+}
 
 
 class UsageError(Exception):
@@ -107,13 +124,9 @@ def add_output(p: argparse.ArgumentParser, default: str = "table") -> None:
     )
 
 
-def to_dict(message: Message) -> dict[str, Any]:
-    out: dict[str, Any] = json_format.MessageToDict(message, preserving_proto_field_name=True)
-    return out
-
-
 def show(message: Message) -> None:
-    print(json.dumps(to_dict(message), indent=2))
+    """Print an answer as JSON in its AWS shape."""
+    print(json.dumps(aws_output(message), indent=2))
 
 
 def fields(value: Any, prefix: str = "") -> list[tuple[str, str]]:
@@ -132,7 +145,7 @@ def show_one(args: argparse.Namespace, message: Message) -> None:
     if getattr(args, "output", "json") == "json":
         show(message)
         return
-    rows = fields(to_dict(message))
+    rows = fields(aws_output(message))
     width = max((len(k) for k, _ in rows), default=0)
     print("\n".join(f"{k.ljust(width)}  {v}" for k, v in rows))
 
@@ -142,8 +155,9 @@ def emit(
     items: Sequence[Message],
     table: Callable[[Sequence[Message]], str],
 ) -> None:
-    """Print a read command's result as the table or as a JSON list of the messages."""
+    """Print a list command's items as the table, or as JSON under their output member."""
     if getattr(args, "output", "table") == "json":
-        print(json.dumps([to_dict(m) for m in items], indent=2))
+        key = LISTED_AS[(args.group, args.command)]
+        print(json.dumps(listing(key, items), indent=2))
     else:
         print(table(items))
