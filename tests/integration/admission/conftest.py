@@ -18,7 +18,7 @@ import grpc
 import pytest_asyncio
 
 from qm_admission.consistency import MIN_SEQ_KEY, SEQ_KEY
-from qm_admission.server import create_server, stop_server
+from qm_admission.server import aws_endpoint, create_server, stop_server
 from qm_admission.settings import Settings
 from quartermaster.api.qm.v1 import quartermaster_pb2_grpc as rpc
 from quartermaster.bus import JetStreamLog
@@ -32,9 +32,12 @@ TEARDOWN_SECONDS = 15.0
 class Client:
     """Async stubs of one admission instance; `call` keeps the read-your-writes position."""
 
-    def __init__(self, channel: grpc.aio.Channel, port: int, event_log: JetStreamLog) -> None:
+    def __init__(
+        self, channel: grpc.aio.Channel, port: int, event_log: JetStreamLog, aws_port: int = 0
+    ) -> None:
         self.channel = channel
         self.port = port
+        self.aws_port = aws_port  # the AWS-compatible endpoint's (0: not served)
         self.log = event_log
         self.quota = rpc.QuotaManagementStub(channel)  # type: ignore[no-untyped-call]
         self.jobs = rpc.ServiceJobsStub(channel)  # type: ignore[no-untyped-call]
@@ -64,14 +67,20 @@ async def start_admission(jetstream_log: JetStreamLog, pg_dsn: str) -> AsyncIter
     `start_admission(projector=False)` waits on the stored position instead, like a
     replica whose projection runs elsewhere; `page_token_secret` keys its page tokens
     (replicas given the same one accept each other's tokens); `roles_file` is
-    `Settings.roles_file` (the execution roles jobs may name).
+    `Settings.roles_file` (the execution roles jobs may name); `aws=True` serves the
+    AWS-compatible endpoint too (`aws_keys_dir`: SigV4 keys; "": unsigned, as admin).
     """
     pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=16)
     await Projector(pool, SCHEMA).prepare()
     cleanups: list[Callable[[], Awaitable[None]]] = []
 
     async def start(
-        *, projector: bool = True, page_token_secret: str = "", roles_file: str = ""
+        *,
+        projector: bool = True,
+        page_token_secret: str = "",
+        roles_file: str = "",
+        aws: bool = False,
+        aws_keys_dir: str = "",
     ) -> Client:
         settings = Settings(
             stream=jetstream_log.stream,
@@ -80,6 +89,8 @@ async def start_admission(jetstream_log: JetStreamLog, pg_dsn: str) -> AsyncIter
             read_timeout_seconds=10.0,
             page_token_secret=page_token_secret,
             roles_file=roles_file,
+            aws_port=0 if aws else -1,
+            aws_keys_dir=aws_keys_dir,
         )
         read_model = ReadModel(pool, SCHEMA)
         follower = LogFollower(jetstream_log)
@@ -102,7 +113,8 @@ async def start_admission(jetstream_log: JetStreamLog, pg_dsn: str) -> AsyncIter
             await read_model.close()
 
         cleanups.append(stop)
-        return Client(channel, port, jetstream_log)
+        endpoint = aws_endpoint(server)
+        return Client(channel, port, jetstream_log, endpoint.port if endpoint else 0)
 
     try:
         yield start

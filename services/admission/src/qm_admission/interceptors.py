@@ -44,8 +44,15 @@ from quartermaster.store.errors import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FIELD_KEY", "ErrorInterceptor", "Streaming", "Unary", "WrappingInterceptor"]
-_TRANSIENT = (TransientAdmissionError, TransientBusError, TransientStoreError, TimeoutError)
+__all__ = [
+    "FIELD_KEY",
+    "TRANSIENT_ERRORS",
+    "ErrorInterceptor",
+    "Streaming",
+    "Unary",
+    "WrappingInterceptor",
+]
+TRANSIENT_ERRORS = (TransientAdmissionError, TransientBusError, TransientStoreError, TimeoutError)
 
 Unary = Callable[[Any, Any], Awaitable[Any]]
 Streaming = Callable[[Any, Any], AsyncIterator[Any]]
@@ -222,7 +229,7 @@ async def _abort(method: str, context: Any, err: Exception) -> None:
     if isinstance(err, DeadlineReached):
         log.info("rpc deadline method=%s: %s", method, err)
         await _send(context, wire_status("DEADLINE_EXCEEDED", "", str(err)))
-    if isinstance(err, _TRANSIENT):
+    if isinstance(err, TRANSIENT_ERRORS):
         log.warning("rpc unavailable method=%s: %s", method, err)
         await _send(context, wire_status("UNAVAILABLE", "", f"try again: {err}"))
     log.exception("rpc failed method=%s", method, exc_info=err)

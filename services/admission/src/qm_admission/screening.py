@@ -31,6 +31,11 @@ class RequestScreen(WrappingInterceptor):
     def __init__(self, seal: PageTokenSeal) -> None:
         self._seal = seal
 
+    @property
+    def seal(self) -> PageTokenSeal:
+        """The page-token seal (other endpoints' tokens use the same key)."""
+        return self._seal
+
     def screen(self, method: str, request: Message) -> None:
         """Check `request` and open its page token in place."""
         check_request(request)

@@ -9,6 +9,7 @@ turns NOT_SERVING, watch streams end, then in-flight calls get `grace` seconds.
 
 from __future__ import annotations
 
+import ssl
 import weakref
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -19,14 +20,15 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from qm_admission import tracing
 from qm_admission.authn import Authenticator, AuthInterceptor
+from qm_admission.aws.server import AwsEndpoint
 from qm_admission.consistency import Consistency
 from qm_admission.interceptors import ErrorInterceptor
 from qm_admission.joblogs import AgentLogs
 from qm_admission.metered import MeteredInterceptor
 from qm_admission.ports import PositionPort, ReadModelPort
 from qm_admission.reflection import enable_reflection
-from qm_admission.roles import RoleFile
-from qm_admission.screening import request_screen
+from qm_admission.roles import RoleFile, known_roles
+from qm_admission.screening import RequestScreen, request_screen
 from qm_admission.servicers import (
     Backends,
     Nodes,
@@ -39,6 +41,7 @@ from qm_admission.watch import JobWatchHub
 from qm_admission.writer import RequestWriter
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
 from quartermaster.api.qm.v1 import quartermaster_pb2_grpc as rpc
+from quartermaster.auth.access_keys import KeyRing
 from quartermaster.bus import JetStreamLog
 from quartermaster.bus.liveness import LivenessWatch
 from quartermaster.eventlog import LogFollower
@@ -62,6 +65,9 @@ OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.so_reuseport", 0),
 )
 
+_aws_endpoints: weakref.WeakKeyDictionary[grpc.aio.Server, AwsEndpoint] = (
+    weakref.WeakKeyDictionary()
+)
 _drainers: weakref.WeakKeyDictionary[grpc.aio.Server, Callable[[], Awaitable[None]]] = (
     weakref.WeakKeyDictionary()
 )
@@ -111,16 +117,19 @@ async def create_server(
         interceptors.insert(0, MeteredInterceptor(metrics))
     server = grpc.aio.server(interceptors=interceptors, options=OPTIONS)
     health_servicer = health.aio.HealthServicer()
-    registrations: list[tuple[Callable[[Any, Any], None], object]] = [
-        (rpc.add_QuotaManagementServicer_to_server, QuotaManagement(backends)),
-        (
-            rpc.add_ServiceJobsServicer_to_server,
-            LoggingServiceJobs(backends, AgentLogs(event_log.nc, settings.subject_prefix)),
+    servicers: dict[str, object] = {
+        "QuotaManagement": QuotaManagement(backends),
+        "ServiceJobs": LoggingServiceJobs(
+            backends, AgentLogs(event_log.nc, settings.subject_prefix)
         ),
-        (rpc.add_WarmPoolsServicer_to_server, WarmPools(backends)),
-        (rpc.add_NodesServicer_to_server, Nodes(backends)),
-        (health_pb2_grpc.add_HealthServicer_to_server, health_servicer),
+        "WarmPools": WarmPools(backends),
+        "Nodes": Nodes(backends),
+    }
+    registrations: list[tuple[Callable[[Any, Any], None], object]] = [
+        (getattr(rpc, f"add_{name}Servicer_to_server"), servicer)
+        for name, servicer in servicers.items()
     ]
+    registrations.append((health_pb2_grpc.add_HealthServicer_to_server, health_servicer))
     for register, servicer in registrations:
         register(servicer, server)
     enable_reflection((*SERVICE_NAMES, health.SERVICE_NAME), server)
@@ -131,16 +140,72 @@ async def create_server(
     else:
         port = server.add_secure_port(address, credentials)
     await server.start()
+    endpoint = None
+    if settings.aws_port >= 0:
+        endpoint = _aws_endpoint(settings, backends, servicers, screen, roles)
+        try:
+            await endpoint.start(settings.aws_host, settings.aws_port, _server_tls(settings))
+        except BaseException:
+            await server.stop(None)
+            await liveness.stop()
+            raise
+        _aws_endpoints[server] = endpoint
     for name in ("", *SERVICE_NAMES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
 
     async def drain() -> None:
         await health_servicer.enter_graceful_shutdown()
+        if endpoint is not None:
+            await endpoint.stop()
         hub.close()
         await liveness.stop()
 
     _drainers[server] = drain
     return server, port
+
+
+def aws_endpoint(server: grpc.aio.Server) -> AwsEndpoint | None:
+    """The AWS-compatible endpoint served beside `server` (None: off)."""
+    return _aws_endpoints.get(server)
+
+
+def _aws_endpoint(
+    settings: Settings,
+    backends: Backends,
+    servicers: dict[str, object],
+    screen: RequestScreen,
+    roles: RoleFile | None,
+) -> AwsEndpoint:
+    """The AWS endpoint over the same servicer objects the gRPC server calls."""
+    rpcs = {
+        f"/qm.v1.{service}/{method.name}": getattr(servicers[service], method.name)
+        for service in servicers
+        for method in pb.DESCRIPTOR.services_by_name[service].methods
+    }
+    # As for tokens: no keys configured (a development server) takes every caller as admin.
+    keys = (
+        KeyRing(settings.aws_keys_dir) if settings.aws_keys_dir and not settings.insecure else None
+    )
+    return AwsEndpoint(
+        rpcs=rpcs,
+        screen=screen,
+        consistency=backends.consistency,
+        seal=screen.seal,
+        keys=keys,
+        roles=lambda: known_roles(roles),
+    )
+
+
+def _server_tls(settings: Settings) -> ssl.SSLContext | None:
+    """The gRPC server's TLS (certificate, key, client CA) for the HTTP endpoint."""
+    if not settings.tls_cert_file:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
+    if settings.tls_client_ca_file:
+        context.load_verify_locations(settings.tls_client_ca_file)
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
 
 
 def _authenticator(settings: Settings) -> Authenticator | None:

@@ -43,6 +43,13 @@ class Settings(BusSettings, frozen=True, kw_only=True):
     # they keep coming (`group_commit`; 0: never). A lone call never waits.
     submit_linger_seconds: float = 0.010
     page_token_secret: str = ""  # HMAC key of page tokens; "" = random, this process only
+    # The AWS-compatible endpoint (`qm_admission.aws`): Batch, SageMaker, IAM and STS over
+    # HTTP(S) with SigV4. -1: off; 0: any free port. TLS as for gRPC.
+    aws_port: int = -1
+    aws_host: str = "127.0.0.1"
+    # The access keys SigV4 requests are signed with (`aws-keys.json` and `aws-keys.seal`,
+    # written by `qm keys issue`). Required with aws_port unless insecure.
+    aws_keys_dir: str = ""
     metrics_port: int = 0  # serve /metrics, /livez and /readyz here (0: off)
     metrics_host: str = "127.0.0.1"
     ready_max_lag_seconds: float = 10.0  # /readyz: the fold at most this far behind the log
@@ -56,6 +63,8 @@ class Settings(BusSettings, frozen=True, kw_only=True):
             for name in ("token_public_key_file", "tls_cert_file", "tls_key_file")
             if not getattr(self, name)
         ]
+        if self.aws_port >= 0 and not self.aws_keys_dir:
+            missing.append(PREFIX + "AWS_KEYS_DIR")
         if missing:
             return (
                 f"set {', '.join(missing)} (or {PREFIX}INSECURE=true for a plaintext "

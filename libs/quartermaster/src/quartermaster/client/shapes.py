@@ -68,9 +68,23 @@ def _is_map(field: FieldDescriptor) -> bool:
     return entry is not None and entry.GetOptions().map_entry
 
 
+def _queue_arn_of_share(out: dict[str, Any]) -> None:
+    """AWS shows a share's queue by ARN (`jobQueueArn`): the share ARN's queue part."""
+    share_arn = out.get("quotaShareArn", "")
+    if "/quota-share/" in share_arn:
+        out["jobQueueArn"] = share_arn.rsplit("/quota-share/", 1)[0]
+
+
+# Members AWS shows that qm.v1 leaves to be derived, by message name.
+_DERIVED: dict[str, Callable[[dict[str, Any]], None]] = {
+    "QuotaShareDetail": _queue_arn_of_share,
+}
+
+
 def aws_dict(message: Message, always: frozenset[str] = frozenset()) -> dict[str, Any]:
     """The message as a botocore-style dict (see the module docstring)."""
-    always = always | SHOWN_AT_ZERO.get(message.DESCRIPTOR.name, frozenset())
+    name = message.DESCRIPTOR.name
+    always = always | SHOWN_AT_ZERO.get(name, frozenset())
     out: dict[str, Any] = {}
     for field in message.DESCRIPTOR.fields:
         key = field.json_name
@@ -91,6 +105,9 @@ def aws_dict(message: Message, always: frozenset[str] = frozenset()) -> dict[str
         if unset or (shown in ("", 0, False, [], {}) and key not in always):
             continue
         out[key] = shown
+    derive = _DERIVED.get(name)
+    if derive is not None:
+        derive(out)
     return out
 
 

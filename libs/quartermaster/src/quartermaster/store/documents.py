@@ -76,14 +76,16 @@ def attempt_doc(job: Job, attempt: Attempt) -> Doc:
     """`ServiceJobAttemptDetail`: each attempt is a training job, named from the job and
     the attempt's number (the one its hosts were dispatched with, as they name it)."""
     name = training_job_name(job.job_name, job.job_id, attempt.number)
+    arn = training_job_arn(name)
     doc: Doc = {
         "host_ids": list(attempt.hosts),
         "started_at": epoch_ms(attempt.started_at),
         "stopped_at": epoch_ms(attempt.stopped_at),
         "status_reason": attempt.status_reason,
         "training_job_name": name,
-        "training_job_arn": training_job_arn(name),
+        "training_job_arn": arn,
         "model_artifacts": attempt.model_artifacts,
+        "service_resource_id": {"name": "TrainingJobArn", "value": arn},
     }
     if attempt.exit_code is not None:
         doc["exit_code"] = attempt.exit_code

@@ -846,7 +846,7 @@ class DescribeServiceJobRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
 class ServiceJobAttemptDetail(_message.Message):
-    __slots__ = ("host_ids", "started_at", "stopped_at", "status_reason", "exit_code", "start_phases", "training_job_name", "training_job_arn", "model_artifacts", "lost_unit_seconds")
+    __slots__ = ("host_ids", "started_at", "stopped_at", "status_reason", "exit_code", "start_phases", "training_job_name", "training_job_arn", "model_artifacts", "lost_unit_seconds", "service_resource_id")
     HOST_IDS_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     STOPPED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -857,6 +857,7 @@ class ServiceJobAttemptDetail(_message.Message):
     TRAINING_JOB_ARN_FIELD_NUMBER: _ClassVar[int]
     MODEL_ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
     LOST_UNIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     host_ids: _containers.RepeatedScalarFieldContainer[str]
     started_at: int
     stopped_at: int
@@ -867,7 +868,16 @@ class ServiceJobAttemptDetail(_message.Message):
     training_job_arn: str
     model_artifacts: str
     lost_unit_seconds: float
-    def __init__(self, host_ids: _Optional[_Iterable[str]] = ..., started_at: _Optional[int] = ..., stopped_at: _Optional[int] = ..., status_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_phases: _Optional[_Union[AttemptStartPhases, _Mapping]] = ..., training_job_name: _Optional[str] = ..., training_job_arn: _Optional[str] = ..., model_artifacts: _Optional[str] = ..., lost_unit_seconds: _Optional[float] = ...) -> None: ...
+    service_resource_id: ServiceResourceId
+    def __init__(self, host_ids: _Optional[_Iterable[str]] = ..., started_at: _Optional[int] = ..., stopped_at: _Optional[int] = ..., status_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_phases: _Optional[_Union[AttemptStartPhases, _Mapping]] = ..., training_job_name: _Optional[str] = ..., training_job_arn: _Optional[str] = ..., model_artifacts: _Optional[str] = ..., lost_unit_seconds: _Optional[float] = ..., service_resource_id: _Optional[_Union[ServiceResourceId, _Mapping]] = ...) -> None: ...
+
+class ServiceResourceId(_message.Message):
+    __slots__ = ("name", "value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: str
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
 class AttemptStartPhases(_message.Message):
     __slots__ = ("pull_seconds", "volume_seconds", "staging_seconds", "container_seconds", "warm")

@@ -1,0 +1,204 @@
+"""AWS access keys (SigV4) bound to principals, as bearer tokens are.
+
+SigV4 is an HMAC over the request with a key derived from the secret, so the
+server must hold the secret itself: it cannot keep only a hash. Each secret is
+sealed instead (AES-256-GCM, the key id as associated data) with a key kept in a
+file of its own (`aws-keys.seal`, mode 0600), and the sealed records live in
+`aws-keys.json` beside it. Whoever reads the records alone learns no secret;
+admission holds both files, as it holds the token verify key.
+
+`qm keys issue` adds a key and shows its secret once; `qm keys revoke` removes
+it. Admission's `KeyRing` re-reads the records when the file changes, so issued
+and revoked keys take effect without a restart.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+from collections.abc import Iterable
+from pathlib import Path
+
+import msgspec
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from quartermaster.auth.principal import Principal, Role, ShareRef
+
+KEYS_FILE = "aws-keys.json"
+SEAL_FILE = "aws-keys.seal"
+KEY_ID_PREFIX = "QMAK"
+_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"  # base32, as AWS key ids are written
+
+
+class AccessKeyError(ValueError):
+    """A key that cannot be issued, found or opened."""
+
+
+class AccessKey(msgspec.Struct, frozen=True, kw_only=True):
+    """One key: who it speaks for, and its sealed secret (never the secret itself)."""
+
+    access_key_id: str
+    subject: str
+    roles: tuple[Role, ...]
+    shares: tuple[str, ...] = ()
+    sealed_secret: str  # base64 of nonce (12 bytes) + AES-GCM ciphertext
+    created_at: float
+
+    def principal(self) -> Principal:
+        return Principal(
+            subject=self.subject,
+            roles=frozenset(self.roles),
+            shares=frozenset(ShareRef.parse(s) for s in self.shares),
+        )
+
+
+class _Records(msgspec.Struct):
+    keys: list[AccessKey] = []
+
+
+def new_key_id() -> str:
+    """20 characters, as AWS's: the prefix and 16 base32 characters."""
+    return KEY_ID_PREFIX + "".join(secrets.choice(_ALPHABET) for _ in range(16))
+
+
+def new_secret() -> str:
+    """40 characters, as AWS's."""
+    return secrets.token_urlsafe(30)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    os.replace(tmp, path)
+
+
+class AccessKeyFile:
+    """The records and seal key in `directory` (created on the first issue)."""
+
+    def __init__(self, directory: Path | str) -> None:
+        self.directory = Path(directory)
+        self.path = self.directory / KEYS_FILE
+        self.seal_path = self.directory / SEAL_FILE
+
+    def _seal_key(self, *, create: bool) -> bytes:
+        if not self.seal_path.exists():
+            if not create:
+                raise AccessKeyError(f"no seal key {self.seal_path}")
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _write_private(self.seal_path, AESGCM.generate_key(bit_length=256).hex().encode())
+        return bytes.fromhex(self.seal_path.read_text().strip())
+
+    def records(self) -> list[AccessKey]:
+        if not self.path.exists():
+            return []
+        try:
+            return msgspec.json.decode(self.path.read_bytes(), type=_Records).keys
+        except msgspec.DecodeError as err:
+            raise AccessKeyError(f"cannot read {self.path}: {err}") from err
+
+    def add(
+        self,
+        subject: str,
+        roles: Iterable[Role],
+        shares: Iterable[ShareRef] = (),
+        *,
+        now: float,
+        access_key_id: str | None = None,
+        secret: str | None = None,
+    ) -> tuple[AccessKey, str]:
+        """A new key for the principal; returns it with its secret (shown once).
+
+        `access_key_id` and `secret` register a pair made elsewhere (`qm up`'s own
+        object-store identity for the admin); a key id already present is refused.
+        """
+        role_set = sorted(set(roles))
+        share_list = sorted({str(s) for s in shares})
+        if not subject:
+            raise AccessKeyError("a key needs a subject")
+        if not role_set:
+            raise AccessKeyError("a key needs a role")
+        if Role.MEMBER in role_set and not share_list:
+            raise AccessKeyError("a member key needs at least one --share QUEUE/SHARE")
+        key_id = access_key_id or new_key_id()
+        secret = secret or new_secret()
+        existing = self.records()
+        if any(k.access_key_id == key_id for k in existing):
+            raise AccessKeyError(f"access key {key_id} exists already")
+        nonce = secrets.token_bytes(12)
+        sealed = AESGCM(self._seal_key(create=True)).encrypt(
+            nonce, secret.encode(), key_id.encode()
+        )
+        record = AccessKey(
+            access_key_id=key_id,
+            subject=subject,
+            roles=tuple(role_set),
+            shares=tuple(share_list),
+            sealed_secret=base64.b64encode(nonce + sealed).decode(),
+            created_at=now,
+        )
+        self._save([*existing, record])
+        return record, secret
+
+    def revoke(self, access_key_id: str) -> AccessKey:
+        existing = self.records()
+        kept = [k for k in existing if k.access_key_id != access_key_id]
+        if len(kept) == len(existing):
+            raise AccessKeyError(f"no access key {access_key_id}")
+        self._save(kept)
+        return next(k for k in existing if k.access_key_id == access_key_id)
+
+    def secret_of(self, record: AccessKey) -> str:
+        """The record's secret, unsealed (for `qm aws-env` and admission)."""
+        raw = base64.b64decode(record.sealed_secret)
+        try:
+            plain = AESGCM(self._seal_key(create=False)).decrypt(
+                raw[:12], raw[12:], record.access_key_id.encode()
+            )
+        except InvalidTag as err:
+            raise AccessKeyError(f"access key {record.access_key_id}: wrong seal key") from err
+        return plain.decode()
+
+    def _save(self, records: list[AccessKey]) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _write_private(self.path, msgspec.json.encode(_Records(keys=records)) + b"\n")
+
+
+class KeyRing:
+    """Admission's view of the keys: id -> (secret, principal), re-read on change.
+
+    A missing file is an empty ring (every signed request is refused as an unknown
+    key). A file that cannot be read keeps the last good ring and says why once.
+    """
+
+    def __init__(self, directory: Path | str) -> None:
+        self._file = AccessKeyFile(directory)
+        self._stamp: tuple[int, int] | None = None
+        self._keys: dict[str, tuple[bytes, Principal]] = {}
+        self.problem: str | None = None
+
+    def _refresh(self) -> None:
+        try:
+            stat = self._file.path.stat()
+        except FileNotFoundError:
+            self._keys, self._stamp = {}, None
+            return
+        stamp = (stat.st_mtime_ns, stat.st_size)
+        if stamp == self._stamp:
+            return
+        try:
+            keys = {
+                k.access_key_id: (self._file.secret_of(k).encode(), k.principal())
+                for k in self._file.records()
+            }
+        except (AccessKeyError, OSError, ValueError) as err:
+            self.problem = str(err)
+            return
+        self._keys, self._stamp, self.problem = keys, stamp, None
+
+    def lookup(self, access_key_id: str) -> tuple[bytes, Principal] | None:
+        self._refresh()
+        return self._keys.get(access_key_id)
