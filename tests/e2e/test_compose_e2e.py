@@ -1,25 +1,28 @@
 """deploy/compose end to end: the built images, up under docker-compose, play the seed scenario
+over TLS with the bootstrap's admin token, refuse NATS clients without a user of their own,
 and keep an object in the deployment's S3 store.
 
-One stack for the module, on ports of its own and a project name of its own: a 3-node
-NATS cluster, Postgres, the S3 store (SeaweedFS), admission (TLS and bearer tokens), two
-schedulers, the warm-pool service and three node agents that run the jobs as containers on
-this host's engine.
+One stack for the module, on ports of its own and a project name of its own: the one-shot
+bootstrap (CA, certificates, NATS users, token key), a 3-node NATS cluster (mutual TLS and
+a password per service role), Postgres, the S3 store (SeaweedFS), admission (TLS and bearer
+tokens), two schedulers, the warm-pool service and three node agents that run the jobs as
+containers on this host's engine.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import datetime as dt
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -30,8 +33,7 @@ from qm_admission.settings import Settings as AdmissionSettings
 from qm_node_agent.settings import NodeSettings
 from qm_scheduler.settings import SchedulerSettings
 from qm_warmpool.settings import WarmPoolSettings
-from quartermaster.auth.local import LocalCredentials
-from quartermaster.bus.access import BusSettings
+from quartermaster.bus.access import BusSettings, NatsCredentials
 from quartermaster.client import Quartermaster
 from quartermaster.objectstore import RoleMap, parse_s3_uri
 from quartermaster.objectstore.store import ObjectStore
@@ -62,7 +64,13 @@ PORTS = [
 WEED_PORTS = ["QM_S3_PORT", "QM_S3_MASTER_PORT", "QM_S3_VOLUME_PORT", "QM_S3_FILER_PORT"]
 GRPC_OFFSET = 10000
 ROLES_FILE = "/etc/quartermaster/s3/roles.json"
-SERVICES = 12  # every long-running service of compose.yaml (node-data is one-shot)
+SERVICES = 12  # every long-running service of compose.yaml
+ONE_SHOTS = {"prepare", "bootstrap", "stream"}
+# Where the bootstrap keeps everything (volume `credentials`), and what this test reads there:
+# the client's CA and admin token, and the auditor's NATS login (read-only on the bus).
+BOOTSTRAP_CREDENTIALS = "/var/lib/qm-bootstrap/credentials"
+CLIENT_FILES = ["ca.pem", "admin.token"]
+AUDITOR_FILES = ["auditor.password", "nats-auditor.pem", "nats-auditor-key.pem"]
 UP_TIMEOUT_S = 180.0  # each of `up` and the wait for health (a loaded 2-core machine: ~25 s)
 
 
@@ -140,7 +148,7 @@ def wait_healthy(stack: ComposeStack) -> None:
     health: dict[str, str] = {}
     while time.monotonic() < deadline:
         health = stack.health()
-        services = {name: state for name, state in health.items() if name != "node-data"}
+        services = {name: state for name, state in health.items() if name not in ONE_SHOTS}
         if len(services) == SERVICES and all(state == "healthy" for state in services.values()):
             return
         time.sleep(1.0)
@@ -155,9 +163,8 @@ def compose_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeS
             pytest.fail(f"compose stack cannot run in CI: {reason}")
         pytest.skip(reason)
     root = tmp_path_factory.mktemp("compose")
-    credentials = LocalCredentials.ensure(root / "credentials", dt.datetime.now(dt.UTC))
-    for path in (credentials.directory, *credentials.directory.iterdir()):
-        path.chmod(0o755 if path.is_dir() else 0o644)  # the containers run as uid 10001
+    credentials = root / "credentials"
+    credentials.mkdir()
     ports = dict(zip(PORTS, map(str, free_ports(len(PORTS))), strict=True))
     weed = free_ports(len(WEED_PORTS), offset=GRPC_OFFSET)
     ports |= dict(zip(WEED_PORTS, map(str, weed), strict=True))
@@ -166,34 +173,109 @@ def compose_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeS
         **os.environ,
         **ports,
         "QM_POSTGRES_PASSWORD": uuid.uuid4().hex,
-        "QM_CREDENTIALS_DIR": str(credentials.directory),
         "QM_DOCKER_GID": str(os.stat("/var/run/docker.sock").st_gid),
         "QM_NODE_DATA_ROOT": str(root / "nodes"),
         "QM_HOST_PREFIX": project,
         "QM_HEARTBEAT_SECONDS": "1",
         "QM_TICK_SECONDS": "1",
     }
-    stack = ComposeStack(project, env, f"127.0.0.1:{ports['QM_GRPC_PORT']}", credentials.directory)
+    stack = ComposeStack(project, env, f"127.0.0.1:{ports['QM_GRPC_PORT']}", credentials)
     try:
         up = stack.compose("up", "-d", timeout=UP_TIMEOUT_S)
         assert up.returncode == 0, f"docker-compose up failed:\n{up.stderr}\n{stack.logs()}"
         wait_healthy(stack)
+        for name in CLIENT_FILES + AUDITOR_FILES:
+            (credentials / name).write_bytes(bootstrap_file(stack, name))
         yield stack
     finally:
         stack.compose("down", "-v", "--timeout", "10", timeout=180)
         remove_job_resources(root / "nodes", project)
 
 
-async def stream_replicas(urls: str) -> tuple[int, int]:
+def bootstrap_file(stack: ComposeStack, name: str) -> bytes:
+    """A file the bootstrap keeps on volume `credentials` (read by a container of it)."""
+    command = ["docker-compose", "-f", str(COMPOSE_FILE), "-p", stack.project, "run", "--rm"]
+    command += ["--no-deps", "-T", "--entrypoint", "cat", "bootstrap"]
+    done = subprocess.run(
+        [*command, f"{BOOTSTRAP_CREDENTIALS}/{name}"], env=stack.env, capture_output=True
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    return done.stdout
+
+
+def nats_urls(stack: ComposeStack) -> list[str]:
+    return [f"nats://127.0.0.1:{stack.env[f'QM_NATS_PORT_{n}']}" for n in (1, 2, 3)]
+
+
+def login(who: NatsCredentials) -> dict[str, Any]:
+    """`nats.connect` options of a user: its credentials, TLS, and its own inbox prefix
+    (the only one it may subscribe on)."""
+    return {**who.connect_options(), "inbox_prefix": who.inbox_prefix() or "_INBOX"}
+
+
+def auditor(stack: ComposeStack) -> NatsCredentials:
+    """The auditor's login: a user of the bus that may read the log and write nothing."""
+    return NatsCredentials(
+        user="auditor",
+        password=(stack.credentials / "auditor.password").read_text().strip(),
+        tls_ca=str(stack.credentials / "ca.pem"),
+        tls_cert=str(stack.credentials / "nats-auditor.pem"),
+        tls_key=str(stack.credentials / "nats-auditor-key.pem"),
+    )
+
+
+async def stream_replicas(urls: list[str], who: NatsCredentials) -> tuple[int, int]:
     import nats
 
-    nc = await nats.connect(urls.split(","))
+    nc = await nats.connect(urls, **login(who))
     try:
         info = await nc.jetstream().stream_info("QM")
     finally:
         await nc.close()
     assert info.cluster is not None
     return info.config.num_replicas or 1, 1 + len(info.cluster.replicas or [])
+
+
+async def refused(urls: list[str], **options: object) -> str:
+    """Why the cluster turned this connection away ("" if it let it in)."""
+    import nats
+
+    try:
+        nc = await nats.connect(
+            urls, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=5, **options
+        )
+    except Exception as err:  # nats-py raises several types: the message is what we check
+        return f"{type(err).__name__}: {err}"
+    await nc.close()
+    return ""
+
+
+async def publish_refused(urls: list[str], who: NatsCredentials) -> tuple[str, bool]:
+    """The auditor publishes a request into the log: (the server's error, whether the
+    stream's newest request is the one it published)."""
+    import nats.errors
+    import nats.js.errors
+
+    errors: list[str] = []
+
+    async def on_error(err: Exception) -> None:
+        errors.append(str(err))
+
+    marker = uuid.uuid4().hex.encode()
+    nc = await nats.connect(urls, error_cb=on_error, **login(who))
+    try:
+        js = nc.jetstream()
+        # No ack comes: the server drops the message (nats-py raises a timeout).
+        with pytest.raises((nats.errors.Error, TimeoutError)):
+            await js.publish("qm.requests", marker, timeout=3)
+        await nc.flush()
+        try:
+            newest = (await js.get_last_msg("QM", "qm.requests")).data or b""
+        except nats.js.errors.NotFoundError:
+            newest = b""
+    finally:
+        await nc.close()
+    return " ".join(errors), newest == marker
 
 
 @pytest.mark.docker
@@ -208,8 +290,51 @@ def test_compose_stack_plays_the_seed_scenario(compose_stack: ComposeStack) -> N
     except AssertionError:
         print(compose_stack.logs())
         raise
-    urls = ",".join(f"nats://127.0.0.1:{compose_stack.env[f'QM_NATS_PORT_{n}']}" for n in (1, 2, 3))
-    assert asyncio.run(stream_replicas(urls)) == (3, 3)
+    who = auditor(compose_stack)
+    assert asyncio.run(stream_replicas(nats_urls(compose_stack), who)) == (3, 3)
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(600)
+def test_compose_nats_refuses_clients_without_a_user_of_their_own(
+    compose_stack: ComposeStack,
+) -> None:
+    """Mutual TLS and one user per role: no certificate, no user, or a user writing outside
+    its permissions are each refused, and the log is unchanged."""
+    urls = nats_urls(compose_stack)
+    who = auditor(compose_stack)
+    # No TLS and no user (what every service did before the bootstrap).
+    assert asyncio.run(refused(urls))
+    # The CA but no client certificate: the TLS handshake fails.
+    trusting = ssl.create_default_context(cafile=who.tls_ca)
+    assert asyncio.run(refused(urls, tls=trusting))
+    # A certificate of the CA but no user: an authorization violation.
+    anonymous = NatsCredentials(tls_ca=who.tls_ca, tls_cert=who.tls_cert, tls_key=who.tls_key)
+    assert "authorization" in asyncio.run(refused(urls, **anonymous.connect_options())).lower()
+    # A wrong password for a real user.
+    wrong = msgspec.structs.replace(who, password="not-the-password")
+    assert "authorization" in asyncio.run(refused(urls, **wrong.connect_options())).lower()
+    # The auditor is in, and may not publish into the log.
+    assert asyncio.run(refused(urls, **login(who))) == ""
+    error, stored = asyncio.run(publish_refused(urls, who))
+    assert "permissions violation" in error.lower()
+    assert not stored
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(600)
+def test_compose_bootstrap_rerun_keeps_every_key(compose_stack: ComposeStack) -> None:
+    """Running the bootstrap again (as every `up` does) replaces nothing: the CA and the admin
+    token are the same bytes, and the running stack still takes the token."""
+    kept = {name: bootstrap_file(compose_stack, name) for name in CLIENT_FILES}
+    rerun = compose_stack.compose("run", "--rm", "--no-deps", "-T", "bootstrap", timeout=120)
+    assert rerun.returncode == 0, rerun.stderr
+    assert {name: bootstrap_file(compose_stack, name) for name in CLIENT_FILES} == kept
+    client = Quartermaster(
+        compose_stack.address, timeout=20, credentials_dir=compose_stack.credentials
+    )
+    with client:
+        assert len(client.list_nodes()) == 3
 
 
 def test_compose_sets_only_settings_the_services_read() -> None:
@@ -229,6 +354,8 @@ def test_compose_sets_only_settings_the_services_read() -> None:
             if prefix is None:
                 continue
             field = variable.removeprefix(prefix).lower()
+            if field not in known[prefix] and field.endswith("_file"):
+                field = field.removesuffix("_file")  # read from that file (envsettings)
             assert field in known[prefix], f"{name}: {variable} is not a setting"
             if field == "stream_replicas":
                 assert value == "3", name

@@ -86,6 +86,10 @@ def env_value(workload: dict[str, Any], name: str) -> str:
     return str(config["data"][ref["key"]])
 
 
+def quartermaster_services() -> list[dict[str, Any]]:
+    return [w for w in workloads() if any(v["name"].endswith("_NATS_URL") for v in env_vars(w))]
+
+
 def test_the_manifests_are_there() -> None:
     assert len(MANIFESTS) >= 5
     assert all(load(path) for path in MANIFESTS)
@@ -159,20 +163,88 @@ def test_disruption_budgets_cover_the_replicated_services(app: str) -> None:
     assert workload["spec"]["replicas"] >= 2
 
 
+def bootstrap_args() -> list[str]:
+    (job,) = named("Job", "qm-bootstrap")
+    (container,) = containers(job)
+    args: list[str] = container["args"]
+    return args
+
+
 def test_nats_is_a_three_node_jetstream_cluster() -> None:
     (nats,) = named("StatefulSet", "nats")
     assert nats["spec"]["replicas"] == 3
     (service,) = named("Service", nats["spec"]["serviceName"])
     assert service["spec"]["clusterIP"] == "None"
     (config,) = named("ConfigMap", "qm-nats-config")
-    text = config["data"]["nats.conf"]
-    assert "jetstream" in text
-    routes = set(re.findall(r"nats://(nats-\d)\.nats:6222", text))
+    assert "jetstream" in config["data"]["nats.conf"]
+    # The routes are rendered by the bootstrap into nats-cluster.conf, with their user.
+    routes = set(re.findall(r"--route=nats://(nats-\d)\.nats:6222", " ".join(bootstrap_args())))
     assert routes == {f"nats-{n}" for n in range(3)}
 
 
-def quartermaster_services() -> list[dict[str, Any]]:
-    return [w for w in workloads() if any(v["name"].endswith("_NATS_URL") for v in env_vars(w))]
+def test_nats_takes_users_and_tls_from_the_bootstrap() -> None:
+    """nats.conf includes the files `qm deploy bootstrap` renders (users with qm up's
+    permissions and client TLS; route TLS and user), from the Secret it writes, mounted
+    where the rendered file paths point."""
+    from quartermaster.deploy.secrets import DeployPlan
+
+    (config,) = named("ConfigMap", "qm-nats-config")
+    text = config["data"]["nats.conf"]
+    assert 'include "../nats-secrets/nats-auth.conf"' in text
+    cluster = text[text.index("cluster {") :]
+    assert 'include "../nats-secrets/nats-cluster.conf"' in cluster
+    (nats,) = named("StatefulSet", "nats")
+    (container,) = containers(nats)
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    assert mounts["/etc/nats"] == "config"
+    volume = next(
+        v for v in pod(nats)["volumes"] if v["name"] == mounts[DeployPlan(hosts=()).nats_dir]
+    )
+    assert volume["secret"]["secretName"] == "qm-bootstrap-nats"
+
+
+def test_the_bootstrap_job_writes_every_secret_the_services_mount() -> None:
+    """Each `qm-bootstrap-*` Secret a pod mounts is a part the Job writes, its Role may write
+    exactly those, and the Job runs as non-root like every pod."""
+    from quartermaster.deploy.kube import secret_name
+    from quartermaster.deploy.secrets import PARTS
+
+    written = {secret_name(part) for part in PARTS}
+    mounted = {
+        volume["secret"]["secretName"]
+        for workload in workloads()
+        for volume in pod(workload).get("volumes", [])
+        if volume.get("secret", {}).get("secretName", "").startswith("qm-bootstrap-")
+    }
+    assert mounted == written - {secret_name("credentials")}  # the CA key stays with the Job
+    (role,) = named("Role", "qm-bootstrap")
+    by_verb = {verb: rule for rule in role["rules"] for verb in rule["verbs"]}
+    assert set(by_verb["update"]["resourceNames"]) == written
+    assert {r for rule in role["rules"] for r in rule["resources"]} == {"secrets"}
+    (job,) = named("Job", "qm-bootstrap")
+    assert pod(job)["securityContext"]["runAsNonRoot"] is True
+    assert pod(job)["securityContext"]["runAsUser"] != 0
+    (container,) = containers(job)
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert "--k8s-secrets" in container["args"]
+    assert "--replicas=$(STREAM_REPLICAS)" in container["args"]
+
+
+@pytest.mark.parametrize("workload", quartermaster_services(), ids=lambda w: w["metadata"]["name"])
+def test_services_log_in_to_nats_with_files_of_their_secret(workload: dict[str, Any]) -> None:
+    """No service is anonymous on the bus: its user, password and client certificate are
+    files of its `qm-bootstrap-*` Secret (read by the settings' `<NAME>_FILE` variables)."""
+    (container,) = containers(workload)
+    (prefix,) = {v["name"].removesuffix("NATS_URL") for v in env_vars(workload)} & {
+        "QM_ADMISSION_",
+        "QM_SCHEDULER_",
+        "QM_WARMPOOL_",
+        "QM_NODE_",
+    }
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "secrets"]
+    for name in ("NATS_USER_FILE", "NATS_PASSWORD_FILE", "NATS_TLS_CA", "NATS_TLS_CERT"):
+        path = env_value(workload, prefix + name)
+        assert path.startswith(mount["mountPath"] + "/"), name
 
 
 @pytest.mark.parametrize("workload", quartermaster_services(), ids=lambda w: w["metadata"]["name"])
@@ -233,7 +305,10 @@ def test_every_quartermaster_variable_is_a_setting(workload: dict[str, Any]) -> 
             continue
         prefix = next((p for p in known if name.startswith(p)), None)
         assert prefix is not None, f"{name}: no service reads this prefix"
-        assert name.removeprefix(prefix).lower() in known[prefix], f"{name} is not a setting"
+        field = name.removeprefix(prefix).lower()
+        if field not in known[prefix] and field.endswith("_file"):
+            field = field.removesuffix("_file")  # the setting read from that file (envsettings)
+        assert field in known[prefix], f"{name} is not a setting"
 
 
 def test_every_secret_the_manifests_need_is_documented() -> None:
