@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from quartermaster import telemetry
+from quartermaster.audit.errors import AuditError
 from quartermaster.auth import Role, ShareRef, TokenError
 from quartermaster.auth.local import LocalCredentials
 from quartermaster.cli.dependencies import import_error_in, missing_dependency
@@ -44,6 +45,7 @@ def settings_from(args: argparse.Namespace, **overrides: object) -> StackSetting
         "gpus_per_node": args.gpus_per_node,
         "secure": not args.insecure,
         "metrics_port": args.metrics_port or None,  # 0: off
+        "restore_from": getattr(args, "restore", None),  # `qm up` only
         **_object_store_fields(args),
     }
     fields.update(overrides)
@@ -89,6 +91,13 @@ async def up(settings: StackSettings) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping.set)
     async with Stack(settings) as stack:
+        if (done := stack.restored) is not None:
+            moved = f"; subjects moved from prefix {done.moved_from}" if done.moved_from else ""
+            print(
+                f"restored {done.messages} messages ({done.events} events) from "
+                f"{settings.restore_from}{moved}",
+                flush=True,
+            )
         metrics = f"  metrics {stack.metrics_url}" if stack.metrics_url else ""
         print(
             f"Quartermaster is up: gRPC {stack.address}{metrics}  (nats {stack.nats_url}; "
@@ -147,12 +156,16 @@ def _failing_in_one_line(
     run: Callable[[argparse.Namespace], int],
 ) -> Callable[[argparse.Namespace], int]:
     """A missing or broken dependency, or a server that cannot start here (its binary
-    missing), is one line naming what to install, and exit status 1: no traceback."""
+    missing), is one line naming what to install, and exit status 1: no traceback. So is
+    a `--restore` that cannot be done (a bad file, a stream that is not empty)."""
 
     def wrapped(args: argparse.Namespace) -> int:
         command = f"qm {args.group}"
         try:
             return run(args)
+        except AuditError as err:
+            print(f"qm: error: {command} --restore: {err}", file=sys.stderr)
+            return 1
         except (ImportError, PermanentEmbeddedServerError) as err:
             cause = import_error_in(err)
             line = missing_dependency(command, cause) if cause is not None else f"{command}: {err}"
@@ -308,6 +321,14 @@ def register(groups: Any) -> None:
         "up", help="run the whole stack on this machine", formatter_class=formatter
     )
     _stack_flags(up_)
+    up_.add_argument(
+        "--restore",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="load this exported log (`qm log export`) into a new --data-dir's empty stream "
+        "before the services start; refused where the stream holds anything",
+    )
     up_.set_defaults(run=_failing_in_one_line(_logging(_up)))
     demo_ = groups.add_parser(
         "demo", help="bring the stack up and play the seed scenario", formatter_class=formatter

@@ -57,3 +57,6 @@ class StackSettings(msgspec.Struct, frozen=True, kw_only=True):
     # Prometheus /metrics of every service in the process (None: off; 0: any free port).
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    # An exported log (`qm log export`) loaded into the empty stream before the services
+    # start (`qm up --restore`); None: start from the log that is there.
+    restore_from: Path | None = None

@@ -49,6 +49,7 @@ from qm_scheduler.service import Scheduler
 from qm_scheduler.settings import SchedulerSettings
 from qm_warmpool.service import WarmPoolService
 from qm_warmpool.settings import WarmPoolSettings
+from quartermaster.audit.log_import import Imported, import_log
 from quartermaster.auth.local import SERVER_NAMES, LocalCredentials
 from quartermaster.bus import JetStreamLog
 from quartermaster.bus.access import NatsCredentials
@@ -127,6 +128,7 @@ class Stack:
         self._positions: dict[str, Callable[[], int]] = {}  # log consumer -> applied seq
         self.fold: LogFollower | None = None  # the process's one fold (None: each its own)
         self._fold_log: JetStreamLog | None = None
+        self.restored: Imported | None = None  # what `settings.restore_from` brought back
 
     @property
     def address(self) -> str:
@@ -170,6 +172,8 @@ class Stack:
                 object_store.exception()  # the first error is the one raised
             raise
         await object_store
+        if self.settings.restore_from is not None:  # before any service writes
+            self.restored = await self._restore(Path(self.settings.restore_from))
         if self.settings.shared_fold:
             self._fold_log = await self._connect("fold", as_part="admission")
             self.fold = LogFollower(self._fold_log)
@@ -186,25 +190,47 @@ class Stack:
     def _write_stack_file(self) -> None:
         """`<data-dir>/stack.json`: where `qm log export`, `qm audit`, `qm usage` (and `qm
         top`, `qm explain`) find this stack, and the read-only auditor user they use."""
-        auditor = AuditorAccess()
-        if self.nats_passwords is not None:
-            user = user_name(Role.AUDITOR)
-            creds = self._with_client_cert(NatsCredentials(user=user), "auditor")
-            auditor = AuditorAccess(
-                user=user,
-                password_file=self._relative(self.nats_passwords.password_file(user)),
-                tls_ca=self._relative(creds.tls_ca),
-                tls_cert=self._relative(creds.tls_cert),
-                tls_key=self._relative(creds.tls_key),
-            )
         stack = StackFile(
             grpc_address=self.address,
             nats_url=self.nats_url,
             stream=self.settings.stream,
             subject_prefix=self.settings.subject_prefix,
-            auditor=auditor,
+            auditor=self._access(Role.AUDITOR),
+            admin=self._access(Role.ADMIN),
         )
         write_stack_file(self.data_dir, stack)
+
+    def _access(self, role: Role) -> AuditorAccess:
+        """How a `qm` command logs in as `role`: its password file and client certificate."""
+        if self.nats_passwords is None:
+            return AuditorAccess()
+        user = user_name(role)
+        creds = self._with_client_cert(NatsCredentials(user=user), role.value)
+        return AuditorAccess(
+            user=user,
+            password_file=self._relative(self.nats_passwords.password_file(user)),
+            tls_ca=self._relative(creds.tls_ca),
+            tls_cert=self._relative(creds.tls_cert),
+            tls_key=self._relative(creds.tls_key),
+        )
+
+    async def _restore(self, path: Path) -> Imported:
+        """`qm up --restore`: the exported log into this stack's empty stream, as the admin
+        user, before any service starts (so none folds, decides or registers a host on a
+        half-restored log). A stream that holds anything is refused."""
+        admin = NatsCredentials()
+        if self.nats_passwords is not None:
+            admin = self.nats_passwords.credentials(user_name(Role.ADMIN))
+            admin = self._with_client_cert(admin, "admin")
+        async with await JetStreamLog.connect(
+            self.nats_url,
+            self.settings.stream,
+            self.settings.subject_prefix,
+            connection_name="qm-restore",
+            credentials=admin,
+            create_stream=self.nats_passwords is None,  # else made by the bootstrap
+        ) as event_log:
+            return await import_log(event_log, path, self.nats_layout().snapshot_bucket)
 
     def _relative(self, path: Path | str) -> str:
         """A path under the data dir as the stack file keeps it ("" stays "")."""

@@ -24,7 +24,7 @@ from quartermaster.audit.errors import (
 )
 from quartermaster.audit.settings import AuditSettings
 from quartermaster.bus import BusError, JetStreamLog, LogEntry, PermanentBusError
-from quartermaster.bus.access import server_list
+from quartermaster.bus.access import BusSettings, server_list
 from quartermaster.bus.errors import TransientBusError
 from quartermaster.bus.translate import NATS_FAILURES
 
@@ -44,7 +44,7 @@ async def open_log(
 
     `source` says where the settings came from (a stack file, variables), for the
     message when nothing answers."""
-    nc = await _connect(settings, deadline_s, source)
+    nc = await connect_within(settings, deadline_s, source)
     event_log = JetStreamLog(nc, settings.stream, settings.subject_prefix, owns_connection=True)
     try:
         await event_log.last_seq()  # raises when the stream is missing
@@ -62,7 +62,10 @@ async def open_log(
         await event_log.close()
 
 
-async def _connect(settings: AuditSettings, deadline_s: float, source: str) -> NatsClient:
+async def connect_within(
+    settings: BusSettings, deadline_s: float, source: str, *, name: str = "qm-audit"
+) -> NatsClient:
+    """A connection to the bus, or `LogUnreachableError` (one line) within `deadline_s`."""
     who = settings.nats_credentials()
     servers = server_list(settings.nats_url)
     seen: list[BaseException] = []
@@ -74,7 +77,7 @@ async def _connect(settings: AuditSettings, deadline_s: float, source: str) -> N
             refused.set()
 
     options: dict[str, Any] = {
-        "name": "qm-audit",
+        "name": name,
         "connect_timeout": min(2.0, deadline_s),
         "reconnect_time_wait": RECONNECT_WAIT_S,
         # Bounded both while connecting and after: a read whose server went away ends.

@@ -1,4 +1,5 @@
-"""The auditor's commands: `qm log export`, `qm audit verify|state`, `qm explain`, `qm simulate`.
+"""The auditor's commands: `qm log export|import`, `qm audit verify|state`, `qm explain`,
+`qm simulate`.
 
 Each sets `run` (it opens what it needs itself). Offline work (`--from-file`,
 `simulate`) needs only the core; reading the live stream needs the `bus` extra
@@ -17,6 +18,8 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from quartermaster.audit.envelope import Envelope
 from quartermaster.audit.errors import AuditError, ConfigError, TransientAuditError
 from quartermaster.audit.instants import epoch_of
@@ -27,7 +30,7 @@ from quartermaster.cli.audit_render import (
     render_instant,
     render_report,
 )
-from quartermaster.cli.bus import add_bus_flags, add_data_dir, admission_of, open_bus
+from quartermaster.cli.bus import add_bus_flags, add_data_dir, admission_of, bus_target, open_bus
 
 BUS_EXTRA = "reading the live log needs the bus extra: pip install 'quartermaster[bus]'"
 Run = Callable[[argparse.Namespace], int]
@@ -107,6 +110,45 @@ def export_log(a: argparse.Namespace) -> int:
     print(
         f"exported {done.messages} messages ({done.events} events), "
         f"seq {done.first_seq}-{done.last_seq}, to {a.out}"
+    )
+    return 0
+
+
+def import_log(a: argparse.Namespace) -> int:
+    """Into an empty stream only; a refusal is one line and exit status 1, as is a bus that
+    does not answer. As the stack's admin user (the auditor may not write)."""
+    from quartermaster.audit.log_import import (
+        Imported,
+        RestoreRefusedError,
+        import_log,
+        open_target,
+    )
+    from quartermaster.embedded.nats_auth import BusLayout
+
+    target = bus_target(a, admin=True)
+    settings = target.settings
+    if a.stream_replicas is not None:
+        settings = msgspec.structs.replace(settings, stream_replicas=a.stream_replicas)
+    layout = BusLayout(
+        stream=settings.stream,
+        subject_prefix=settings.subject_prefix,
+        snapshot_bucket=a.snapshot_bucket,
+        lease_bucket=a.lease_bucket,
+    )
+
+    async def run() -> Imported:
+        async with open_target(settings, layout, source=target.source) as event_log:
+            return await import_log(event_log, a.file, a.snapshot_bucket)
+
+    try:
+        done = asyncio.run(run())
+    except RestoreRefusedError as err:
+        print(f"qm: error: {err}", file=sys.stderr)
+        return 1
+    moved = f" (subjects moved from prefix {done.moved_from})" if done.moved_from else ""
+    print(
+        f"imported {done.messages} messages ({done.events} events), "
+        f"seq 1-{done.messages}, into stream {settings.stream}{moved}"
     )
     return 0
 
@@ -239,6 +281,23 @@ def register(groups: Any) -> None:
     p.add_argument("--to-seq", type=int, default=None)
     p.add_argument("--format", choices=[f.value for f in Format], default=Format.JSONL.value)
     add_bus_flags(p)
+    p = command(
+        log,
+        "import",
+        import_log,
+        "load an exported log into an empty stream (as the stack's admin NATS user)",
+    )
+    p.add_argument("file", type=Path, help="a file `qm log export` wrote (either format)")
+    add_bus_flags(p)
+    p.add_argument(
+        "--stream-replicas",
+        type=int,
+        default=None,
+        help="replicas of a stream the import makes (default: $QM_BOOTSTRAP_STREAM_REPLICAS, "
+        "else 1); an existing stream is left as it is",
+    )
+    p.add_argument("--snapshot-bucket", default="qm-snapshots", help="the scheduler's")
+    p.add_argument("--lease-bucket", default="qm-leases", help="the scheduler's")
 
     audit = sub("audit", "replay audits of the event log")
     p = command(audit, "verify", verify_log, "re-run the pass wherever decisions were recorded")

@@ -14,6 +14,9 @@ default. A NATS URL given by flag or variable names another bus, so the data dir
 then read only where `--data-dir` is given too: a stack's auditor password is never
 sent to a server it does not belong to.
 
+`qm log import` writes every subject family, so it logs in as the stack's admin user
+(`stack.json`'s `admin`, or `QM_BOOTSTRAP_*`: the bootstrap's settings) instead.
+
 Opening the log is bounded (`audit.stream.open_log`): nothing answering is one line
 naming the URL(s) and user tried, and exit status 1, within its deadline (5 s).
 """
@@ -36,10 +39,13 @@ if TYPE_CHECKING:  # the bus extra (nats-py) is imported only where a command re
     from quartermaster.bus import JetStreamLog
 
 STACK_FILE = "stack.json"
+AUDITOR_ENV_PREFIX = "QM_AUDIT_"  # audit.settings.ENV_PREFIX (not imported: needs no bus extra)
+ADMIN_ENV_PREFIX = "QM_BOOTSTRAP_"  # eventlog.bootstrap's settings: the admin user's
 
 
 class AuditorAccess(msgspec.Struct, frozen=True, kw_only=True):
-    """The read-only auditor NATS user of a stack; paths relative to its data dir."""
+    """A NATS user of a stack (the read-only auditor, or the admin); paths relative to
+    its data dir."""
 
     user: str = ""  # "": the bus has no users (`qm up --insecure`)
     password_file: str = ""
@@ -56,6 +62,7 @@ class StackFile(msgspec.Struct, frozen=True, kw_only=True):
     stream: str = "QM"
     subject_prefix: str = "qm"
     auditor: AuditorAccess = AuditorAccess()
+    admin: AuditorAccess = AuditorAccess()  # `qm log import` only: it writes every family
 
 
 def data_dir_of(given: str | None, environ: Mapping[str, str] | None = None) -> Path:
@@ -83,9 +90,9 @@ def read_stack_file(data_dir: Path) -> StackFile | None:
         raise OSError(f"{data_dir / STACK_FILE} is not a stack file: {err}") from err
 
 
-def _stack_settings(data_dir: Path, stack: StackFile) -> dict[str, str]:
+def _stack_settings(data_dir: Path, stack: StackFile, *, admin: bool) -> dict[str, str]:
     """AuditSettings fields from a stack file (the password read from its file)."""
-    who = stack.auditor
+    who = stack.admin if admin else stack.auditor
 
     def at(relative: str) -> str:
         return str(data_dir / relative) if relative else ""
@@ -106,29 +113,36 @@ class BusTarget(NamedTuple):
     source: str  # "settings from .qm-data/stack.json, flags", "settings from defaults; no ..."
 
 
-def bus_target(a: argparse.Namespace, environ: Mapping[str, str] | None = None) -> BusTarget:
-    """The bus settings of a command: flags, then `QM_AUDIT_*`, then the data dir."""
-    from quartermaster.audit.settings import ENV_PREFIX, AuditSettings, audit_settings
+def bus_target(
+    a: argparse.Namespace, environ: Mapping[str, str] | None = None, *, admin: bool = False
+) -> BusTarget:
+    """The bus settings of a command: flags, then `QM_AUDIT_*`, then the data dir.
+
+    `admin`: as the stack's admin user instead of the auditor, with `QM_BOOTSTRAP_*` (the
+    bootstrap's settings, the admin's everywhere) in place of `QM_AUDIT_*`."""
+    from quartermaster.audit.settings import AuditSettings
+    from quartermaster.envsettings import from_env
 
     env = os.environ if environ is None else environ
+    env_prefix = ADMIN_ENV_PREFIX if admin else AUDITOR_ENV_PREFIX
     fields: dict[str, Any] = {}
     sources = []
-    named_elsewhere = a.nats_url is not None or f"{ENV_PREFIX}NATS_URL" in env
+    named_elsewhere = a.nats_url is not None or f"{env_prefix}NATS_URL" in env
     missing = ""
     if a.data_dir is not None or not named_elsewhere:
         data_dir = data_dir_of(a.data_dir, env)
         stack = read_stack_file(data_dir)
         if stack is not None:
-            fields |= _stack_settings(data_dir, stack)
+            fields |= _stack_settings(data_dir, stack, admin=admin)
             sources.append(f"{data_dir / STACK_FILE}")
         else:
             missing = f"; no {data_dir / STACK_FILE}: is `qm up` running there?"
-    from_env = audit_settings(env)
+    in_env = from_env(AuditSettings, env_prefix, env)
     names = [field.name for field in msgspec.structs.fields(AuditSettings)]
-    set_in_env = {n: getattr(from_env, n) for n in names if f"{ENV_PREFIX}{n.upper()}" in env}
+    set_in_env = {n: getattr(in_env, n) for n in names if f"{env_prefix}{n.upper()}" in env}
     if set_in_env:
         fields |= set_in_env
-        sources.append(f"{ENV_PREFIX}*")
+        sources.append(f"{env_prefix}*")
     flags = {
         k: v
         for k, v in (

@@ -15,19 +15,14 @@ import logging
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from quartermaster.deploy import kube
-from quartermaster.deploy.secrets import (
-    CREDENTIALS,
-    PARTS,
-    DeployPlan,
-    admin_credentials,
-    ensure,
-    part_files,
-    put_files,
-)
-from quartermaster.embedded.nats_auth import BusLayout
-from quartermaster.eventlog.bootstrap import bootstrap
+
+if TYPE_CHECKING:  # the bus extra (nats-py) is imported only when the command runs: `qm`
+    # registers this command in every install, the client-only one included
+    from quartermaster.deploy.secrets import DeployPlan
+    from quartermaster.embedded.nats_auth import BusLayout
 
 log = logging.getLogger("qm.deploy")
 
@@ -78,6 +73,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def plan_of(args: argparse.Namespace) -> DeployPlan:
+    from quartermaster.deploy.secrets import DeployPlan
+    from quartermaster.embedded.nats_auth import BusLayout
+
     default = DeployPlan(hosts=())
     return DeployPlan(
         hosts=tuple(dict.fromkeys(args.hosts)),
@@ -95,6 +93,8 @@ def plan_of(args: argparse.Namespace) -> DeployPlan:
 
 
 def run(args: argparse.Namespace) -> int:
+    from quartermaster.deploy.secrets import CREDENTIALS, PARTS, ensure, part_files, put_files
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
         plan = plan_of(args)
@@ -119,6 +119,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _stream(out: Path, url: str, layout: BusLayout, replicas: int, wait_s: float) -> None:
+    from quartermaster.deploy.secrets import admin_credentials
+    from quartermaster.eventlog.bootstrap import bootstrap
+
     """The stream and buckets, retried until the cluster has a JetStream leader."""
     deadline = time.monotonic() + wait_s
     while True:

@@ -18,6 +18,7 @@ import logging
 from collections.abc import Mapping
 
 import nats.js.errors
+from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, ObjectStoreConfig, StorageType
 
 from quartermaster.bus import JetStreamLog
@@ -41,26 +42,30 @@ async def bootstrap(
         credentials=admin,
         replicas=replicas,
     ) as event_log:
-        js = event_log.js
-        lease = KeyValueConfig(
-            bucket=layout.lease_bucket,
-            history=1,
-            ttl=LEASE_MAX_TTL_S,
-            storage=StorageType.FILE,
-            replicas=replicas,
-        )
-        snapshots = ObjectStoreConfig(bucket=layout.snapshot_bucket, replicas=replicas)
+        await make_buckets(event_log.js, layout, replicas=replicas)
+
+
+async def make_buckets(js: JetStreamContext, layout: BusLayout, *, replicas: int = 1) -> None:
+    """The scheduler's lease and snapshot buckets, as the admin user (kept if they exist)."""
+    lease = KeyValueConfig(
+        bucket=layout.lease_bucket,
+        history=1,
+        ttl=LEASE_MAX_TTL_S,
+        storage=StorageType.FILE,
+        replicas=replicas,
+    )
+    snapshots = ObjectStoreConfig(bucket=layout.snapshot_bucket, replicas=replicas)
+    try:
         try:
-            try:
-                await js.create_key_value(config=lease)
-            except nats.js.errors.BadRequestError:
-                await js.key_value(layout.lease_bucket)  # exists with another config: keep it
-            try:
-                await js.create_object_store(layout.snapshot_bucket, config=snapshots)
-            except nats.js.errors.BadRequestError:
-                await js.object_store(layout.snapshot_bucket)
-        except NATS_FAILURES as err:
-            raise bus_error(err, "create the scheduler's buckets") from err
+            await js.create_key_value(config=lease)
+        except nats.js.errors.BadRequestError:
+            await js.key_value(layout.lease_bucket)  # exists with another config: keep it
+        try:
+            await js.create_object_store(layout.snapshot_bucket, config=snapshots)
+        except nats.js.errors.BadRequestError:
+            await js.object_store(layout.snapshot_bucket)
+    except NATS_FAILURES as err:
+        raise bus_error(err, "create the scheduler's buckets") from err
 
 
 class BootstrapSettings(BusSettings, frozen=True, kw_only=True):
