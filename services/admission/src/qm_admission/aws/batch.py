@@ -32,9 +32,21 @@ class Operation(NamedTuple):
     unsupported: tuple[tuple[str, str], ...] = ()  # (member, why) refused when given
 
 
+# What a client that sends every member gives for one it does not use: each of its type
+# (an empty string is no policy object).
+_UNUSED: dict[str, object] = {
+    "shareIdentifier": "",
+    "fairsharePolicy": {},
+    "computeEnvironmentOrder": [],
+    "serviceEnvironmentOrder": [],
+    "jobStateTimeLimitActions": [],
+}
+
+
 def _refuse_unsupported(op: Operation, body: Body) -> Body:
     for member, why in op.unsupported:
-        if body.get(member) not in (None, [], {}, ""):
+        value = body.get(member)
+        if value is not None and (type(value) is not type(_UNUSED.get(member)) or value):
             raise invalid(member, why)
     return {k: v for k, v in body.items() if k not in dict(op.unsupported)}
 

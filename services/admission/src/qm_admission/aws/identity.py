@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
-from xml.sax.saxutils import escape
+from xml.sax.saxutils import escape as escape_markup
 
 from qm_admission.errors import invalid, not_found
 from quartermaster.auth import Principal
@@ -28,6 +29,14 @@ _TRUST = (
     "%22%2C%22Principal%22%3A%7B%22Service%22%3A%22sagemaker.amazonaws.com%22%7D%2C%22Action"
     "%22%3A%22sts%3AAssumeRole%22%7D%5D%7D"
 )
+# What XML 1.0 cannot hold even escaped (controls but tab, LF and CR, lone surrogates,
+# U+FFFE and U+FFFF): a request may carry them, and a client's parser stops at them.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def escape(text: str) -> str:
+    """`text` as XML character data: markup escaped, what XML cannot hold as U+FFFD."""
+    return escape_markup(_NOT_XML.sub("\ufffd", text))
 
 
 def _wrap(action: str, namespace: str, result: str, request_id: str) -> str:

@@ -98,31 +98,38 @@ def _fill(message: Message, data: Any, path: str) -> None:
         name = f"{path}.{field.name}" if path else field.name
         if value is None:
             continue  # JSON null: as if absent
-        if _is_map(field):
-            if not isinstance(value, dict):
-                raise invalid(name, f"must be an object, got {type(value).__name__}")
-            value_field = field.message_type.fields_by_name["value"]
-            target = getattr(message, field.name)
-            for k, v in value.items():
-                if value_field.type == FieldDescriptor.TYPE_MESSAGE:
-                    _fill(target[k], v, f"{name}.{k}")
-                else:
-                    target[k] = _scalar(value_field, v, f"{name}.{k}")
-        elif field.label == FieldDescriptor.LABEL_REPEATED:
-            if not isinstance(value, list):
-                raise invalid(name, f"must be a list, got {type(value).__name__}")
-            target = getattr(message, field.name)
-            for index, item in enumerate(value):
-                if field.type == FieldDescriptor.TYPE_MESSAGE:
-                    _fill(target.add(), item, f"{name}[{index}]")
-                else:
-                    target.append(_scalar(field, item, f"{name}[{index}]"))
-        elif field.type == FieldDescriptor.TYPE_MESSAGE:
-            sub = getattr(message, field.name)
-            _fill(sub, value, name)
-            sub.SetInParent()
-        else:
-            setattr(message, field.name, _scalar(field, value, name))
+        try:
+            _set(message, field, value, name)
+        except UnicodeEncodeError:  # JSON's "\ud800": a string protobuf cannot hold
+            raise invalid(name, "must be Unicode text: a lone surrogate is not") from None
+
+
+def _set(message: Message, field: FieldDescriptor, value: Any, name: str) -> None:
+    if _is_map(field):
+        if not isinstance(value, dict):
+            raise invalid(name, f"must be an object, got {type(value).__name__}")
+        value_field = field.message_type.fields_by_name["value"]
+        target = getattr(message, field.name)
+        for k, v in value.items():
+            if value_field.type == FieldDescriptor.TYPE_MESSAGE:
+                _fill(target[k], v, f"{name}.{k}")
+            else:
+                target[k] = _scalar(value_field, v, f"{name}.{k}")
+    elif field.label == FieldDescriptor.LABEL_REPEATED:
+        if not isinstance(value, list):
+            raise invalid(name, f"must be a list, got {type(value).__name__}")
+        target = getattr(message, field.name)
+        for index, item in enumerate(value):
+            if field.type == FieldDescriptor.TYPE_MESSAGE:
+                _fill(target.add(), item, f"{name}[{index}]")
+            else:
+                target.append(_scalar(field, item, f"{name}[{index}]"))
+    elif field.type == FieldDescriptor.TYPE_MESSAGE:
+        sub = getattr(message, field.name)
+        _fill(sub, value, name)
+        sub.SetInParent()
+    else:
+        setattr(message, field.name, _scalar(field, value, name))
 
 
 def request_from(data: Any, cls: type[M]) -> M:

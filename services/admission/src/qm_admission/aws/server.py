@@ -357,6 +357,8 @@ def _json_object(body: bytes) -> Body:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as err:
         raise invalid("", f"the body is not valid JSON: {err}") from None
+    except RecursionError:  # arrays or objects nested a few thousand deep
+        raise invalid("", "the body is not valid JSON: it is nested too deeply") from None
     if not isinstance(data, dict):
         raise invalid("", "the body must be a JSON object")
     return data

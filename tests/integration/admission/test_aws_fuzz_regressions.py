@@ -1,0 +1,95 @@
+"""Bugs `bench/fuzz_aws.py` found in the AWS-compatible endpoint, each by its smallest
+repro.
+
+1. JSON nested a few thousand deep made `json.loads` raise RecursionError: answered
+   500 ServerException (and logged as a fault); now 400 ClientException.
+2. A lone surrogate (`"\\ud800"`) in a JSON string reached protobuf, which cannot
+   encode it: 500; now 400 naming the member.
+3. A member Quartermaster refuses (fair-share, compute environments) given an empty
+   value of another type (`"fairsharePolicy": ""`) was dropped and the call accepted;
+   only an empty value of the member's own type is taken as unused now.
+4. IAM and STS answers echoed characters XML cannot hold (`\\x01` in a RoleName):
+   the client's XML parser failed on a 200; they are U+FFFD now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+import requests
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+from .conftest import Starter
+from .test_aws_endpoint import PAYLOAD, REGION, Aws, set_up, start
+
+
+@pytest.fixture
+def keys_dir(tmp_path: Path) -> Path:
+    return tmp_path / "keys"
+
+
+def signed(aws: Aws, path: str, body: bytes) -> requests.Response:
+    """A Batch request boto3 would never send, signed with the admin key."""
+    headers = {"Content-Type": "application/json"}
+    request = AWSRequest(method="POST", url=aws.url + path, data=body, headers=headers)
+    SigV4Auth(Credentials(aws.key, aws.secret), "batch", REGION).add_auth(request)
+    prepared = request.prepare()
+    return requests.post(prepared.url, data=body, headers=dict(prepared.headers), timeout=10)
+
+
+async def test_hostile_json_is_the_clients_fault(start_admission: Starter, keys_dir: Path) -> None:
+    c, aws = await start(start_admission, keys_dir)
+    await set_up(aws)
+    before = await c.log.last_seq()
+    submit = {
+        "jobName": "x",
+        "jobQueue": "q",
+        "serviceJobType": "SAGEMAKER_TRAINING",
+        "serviceRequestPayload": json.dumps(PAYLOAD),
+    }
+    cases = [
+        ("/v1/submitservicejob", b'{"jobName": ' + b"[" * 5000 + b"]" * 5000 + b"}", ""),
+        ("/v1/createjobqueue", b'{"tags": ' + b'{"a":' * 5000 + b"1" + b"}" * 5001, ""),
+        ("/v1/submitservicejob", json.dumps({**submit, "jobName": "\ud800"}).encode(), "jobName:"),
+        (
+            "/v1/submitservicejob",
+            json.dumps({**submit, "tags": {"\udfff": "v"}}).encode(),
+            "tags:",
+        ),
+        (
+            "/v1/createschedulingpolicy",
+            json.dumps({"name": "fs", "fairsharePolicy": ""}).encode(),
+            "fairsharePolicy:",
+        ),
+    ]
+    for path, body, field in cases:
+        answer = await asyncio.to_thread(signed, aws, path, body)
+        assert answer.status_code == 400, (path, body[:60], answer.text)
+        assert answer.json()["__type"] == "ClientException"
+        assert answer.headers["x-amzn-ErrorType"] == "ClientException"
+        assert answer.json()["message"].startswith(field)
+    assert await c.log.last_seq() == before  # nothing written
+    # An empty member of its own type is still taken as unused.
+    fine = {"name": "fs", "fairsharePolicy": {}, "quotaSharePolicy": {}}
+    answer = await asyncio.to_thread(
+        signed, aws, "/v1/createschedulingpolicy", json.dumps(fine).encode()
+    )
+    assert answer.status_code == 200, answer.text
+
+
+async def test_iam_answers_stay_xml(start_admission: Starter, keys_dir: Path) -> None:
+    _, aws = await start(start_admission, keys_dir)
+    role = await aws("iam", "get_role", RoleName="a\x01b\x00c")
+    assert role["Role"]["RoleName"] == "a\ufffdb\ufffdc"
+    simulated = await aws(
+        "iam",
+        "simulate_principal_policy",
+        PolicySourceArn="arn:aws:iam::000000000000:role/r",
+        ActionNames=["s3:\x02Get"],
+    )
+    assert simulated["EvaluationResults"][0]["EvalActionName"] == "s3:\ufffdGet"
