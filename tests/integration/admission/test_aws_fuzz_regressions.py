@@ -1,5 +1,5 @@
 """Bugs `bench/fuzz_aws.py` found in the AWS-compatible endpoint, each by its smallest
-repro.
+repro, and the fuzz itself in its smoke size.
 
 1. JSON nested a few thousand deep made `json.loads` raise RecursionError: answered
    500 ServerException (and logged as a fault); now 400 ClientException.
@@ -15,8 +15,11 @@ repro.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import requests
@@ -26,6 +29,8 @@ from botocore.credentials import Credentials
 
 from .conftest import Starter
 from .test_aws_endpoint import PAYLOAD, REGION, Aws, set_up, start
+
+SCRIPT = Path(__file__).resolve().parents[3] / "bench" / "fuzz_aws.py"
 
 
 @pytest.fixture
@@ -93,3 +98,36 @@ async def test_iam_answers_stay_xml(start_admission: Starter, keys_dir: Path) ->
         ActionNames=["s3:\x02Get"],
     )
     assert simulated["EvaluationResults"][0]["EvalActionName"] == "s3:\ufffdGet"
+
+
+def load_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("fuzz_aws", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_four_hundred_hostile_requests_find_nothing(
+    start_admission: Starter, keys_dir: Path
+) -> None:
+    """`bench/fuzz_aws.py` in its smoke size: no crash, no 5xx, no state change by a
+    refused request, nothing accepted that must be refused, every refusal in AWS's shape."""
+    c, aws = await start(start_admission, keys_dir)
+    fuzz = load_script()
+    options = fuzz.Options(requests=400, seed=7, concurrency=8)
+    report = await fuzz.fuzz(aws.url, aws.key, aws.secret, c.log, options)
+    fuzz.print_report(report, options)  # shown when the test fails
+    assert report.sent >= 400
+    assert [f.line() for f in report.crashes] == []
+    assert [f.line() for f in report.server_errors_5xx] == []
+    assert [f.line() for f in report.state_changes] == []
+    assert [f.line() for f in report.accepted] == []
+    assert [f.line() for f in report.not_aws_shape] == []
+    assert report.refused_checked > 200
+    # Every kind of hostile request went out, over all three protocols.
+    assert set(report.by_family) == {"batch", "sagemaker", "query"}
+    assert {"wrong-type", "malformed-json", "bad-signature", "sagemaker-junk", "query-junk"} <= set(
+        report.by_kind
+    )
