@@ -70,7 +70,7 @@ def qm_up(data_dir: Path, *flags: str, cwd: Path | None = None) -> Iterator[Runn
         "PYTHONUNBUFFERED": "1",
     }
     argv = [str(VENV_BIN / "qm"), "up", "--data-dir", str(data_dir), "--grpc-port", str(port)]
-    argv += ["--metrics-port", "0", *flags]
+    argv += ["--metrics-port", "0", "--aws-port", "0", *flags]
     process = subprocess.Popen(
         argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )

@@ -30,6 +30,9 @@ from quartermaster_stack.stack import SERVICES, Stack
 METRICS_PORT = 9180  # `qm up`'s /metrics; next to the exporters' range, clear of Prometheus'
 
 
+DEFAULT_AWS_PORT = 50052  # beside gRPC's 50051
+
+
 def settings_from(args: argparse.Namespace, **overrides: object) -> StackSettings:
     fields: dict[str, object] = {
         "data_dir": Path(args.data_dir),
@@ -40,6 +43,7 @@ def settings_from(args: argparse.Namespace, **overrides: object) -> StackSetting
         "job_path": args.job_path,
         "registry": args.registry,
         "grpc_port": args.grpc_port,
+        "aws_port": args.aws_port,
         "nats_url": args.nats_url,
         "postgres_url": args.postgres_url,
         "gpus_per_node": args.gpus_per_node,
@@ -81,6 +85,11 @@ def object_store_line(stack: Stack) -> str | None:
     return f'object store: {where} (eval "$({hint})")'
 
 
+def _aws_env_hint(stack: Stack) -> str:
+    default = stack.data_dir == Path(".qm-data").resolve()
+    return "qm aws-env" + ("" if default else f" --data-dir {_quoted(stack.data_dir)}")
+
+
 def _quoted(path: Path) -> str:
     return shlex.quote(str(path))
 
@@ -114,6 +123,12 @@ async def up(settings: StackSettings) -> None:
             print("INSECURE: plaintext gRPC, every caller is an admin", flush=True)
         if (store := object_store_line(stack)) is not None:
             print(store, flush=True)
+        if stack.aws_url:
+            print(
+                f"AWS APIs: {stack.aws_url} (Batch, SageMaker, IAM, STS; "
+                f'eval "$({_aws_env_hint(stack)})" points boto3 and the SageMaker SDK at it)',
+                flush=True,
+            )
         where = "" if stack.credentials_dir is None else f" --credentials {stack.credentials_dir}"
         print(f"try: qm --address {stack.address}{where} nodes list   (Ctrl-C stops)", flush=True)
         await stopping.wait()
@@ -130,10 +145,18 @@ async def demo(settings: StackSettings) -> None:
         await asyncio.to_thread(play, stack.address, settings.instance_type, stack.credentials_dir)
 
 
+def _ports_taken(settings: StackSettings) -> bool:
+    """Say which port cannot be listened on, before anything starts."""
+    for port, flag in ((settings.grpc_port, "--grpc-port"), (settings.aws_port, "--aws-port")):
+        if port > 0 and (taken := port_taken(port)) is not None:
+            print(f"qm: error: {taken}: stop it, or pick another with {flag}", file=sys.stderr)
+            return True
+    return False
+
+
 def _up(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    if (taken := port_taken(settings.grpc_port)) is not None:
-        print(f"qm: error: {taken}: stop it, or pick another with --grpc-port", file=sys.stderr)
+    if _ports_taken(settings):
         return 2
     asyncio.run(up(settings))
     return 0
@@ -145,8 +168,7 @@ def _demo(args: argparse.Namespace) -> int:
     with contextlib.suppress(FileNotFoundError):
         shutil.rmtree(data_dir)
     settings = settings_from(args, data_dir=data_dir, nodes=3, stop_grace_seconds=3.0)
-    if (taken := port_taken(settings.grpc_port)) is not None:
-        print(f"qm: error: {taken}: stop it, or pick another with --grpc-port", file=sys.stderr)
+    if _ports_taken(settings):
         return 2
     asyncio.run(demo(settings))
     return 0
@@ -226,6 +248,12 @@ def _stack_flags(p: argparse.ArgumentParser) -> None:
         help="docker runtime: registry a cold start pulls images from, e.g. 127.0.0.1:5000",
     )
     p.add_argument("--grpc-port", type=int, default=d.grpc_port, help="admission gRPC port")
+    p.add_argument(
+        "--aws-port",
+        type=int,
+        default=DEFAULT_AWS_PORT,
+        help="the AWS-compatible endpoint (Batch, SageMaker, IAM, STS): -1 off, 0 any free port",
+    )
     p.add_argument(
         "--metrics-port",
         type=int,

@@ -23,6 +23,9 @@ class StackSettings(msgspec.Struct, frozen=True, kw_only=True):
     job_path: str = msgspec.field(default_factory=agent_job_path)  # process-runtime jobs' PATH
     registry: str = ""  # docker runtime: the registry cold starts pull images from ("": none)
     grpc_port: int = 50051
+    # The AWS-compatible endpoint (Batch, SageMaker, IAM, STS; TLS and SigV4 when secure).
+    # -1: off; 0: any free port (`qm up` asks for DEFAULT_AWS_PORT).
+    aws_port: int = 0
     nats_url: str | None = None  # None: embed a nats-server under data_dir
     postgres_url: str | None = None  # None: embed Postgres under data_dir
     # The object store the default execution role maps to (<data_dir>/credentials/roles.json):

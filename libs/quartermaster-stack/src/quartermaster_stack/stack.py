@@ -41,7 +41,7 @@ import msgspec
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 
-from qm_admission.server import create_server, stop_server
+from qm_admission.server import aws_endpoint, create_server, stop_server
 from qm_admission.settings import Settings as AdmissionSettings
 from qm_node_agent.agent import NodeAgent
 from qm_node_agent.settings import NodeSettings, RuntimeKind
@@ -84,6 +84,7 @@ from quartermaster.objectstore import ObjectStoreError, RoleMap, S3Access
 from quartermaster.objectstore.store import ObjectStore
 from quartermaster.store import Projector, ReadModel
 from quartermaster.telemetry import logs
+from quartermaster_stack import aws_api
 from quartermaster_stack.node_process import NodeProcess
 from quartermaster_stack.settings import StackSettings
 
@@ -111,6 +112,8 @@ class Stack:
         self._nats: EmbeddedNats | None = None
         self._postgres: EmbeddedPostgres | None = None
         self._seaweedfs: EmbeddedSeaweedFS | None = None
+        self.aws_port: int | None = None  # the AWS-compatible endpoint's, once serving
+        self._key_mirror: asyncio.Task[None] | None = None
         self.roles_file: Path | None = None  # the role map admission and the agents read
         self.object_store: S3Access | None = None  # what the default role maps to
         self._pool: Any = None
@@ -160,8 +163,22 @@ class Stack:
     def credentials_dir(self) -> Path | None:
         return self.credentials.directory if self.credentials is not None else None
 
+    @property
+    def aws_url(self) -> str:
+        """The AWS-compatible endpoint ("" when not served)."""
+        if self.aws_port is None:
+            return ""
+        return f"{'https' if self.settings.secure else 'http'}://127.0.0.1:{self.aws_port}"
+
+    @property
+    def aws_keys_dir(self) -> Path | None:
+        """Where the access keys are (`qm keys`): beside the other credentials when secure."""
+        return self.data_dir / "credentials" if self.settings.secure else None
+
     async def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.aws_keys_dir is not None:  # before the store starts: it accepts the key too
+            await asyncio.to_thread(aws_api.ensure_admin_key, self.aws_keys_dir, time.time())
         # weed takes seconds to serve S3: it starts beside NATS and Postgres.
         object_store = asyncio.create_task(asyncio.to_thread(self._start_object_store))
         try:
@@ -197,6 +214,7 @@ class Stack:
             subject_prefix=self.settings.subject_prefix,
             auditor=self._access(Role.AUDITOR),
             admin=self._access(Role.ADMIN),
+            aws_url=self.aws_url,
         )
         write_stack_file(self.data_dir, stack)
 
@@ -272,6 +290,8 @@ class Stack:
             self._seaweedfs = EmbeddedSeaweedFS(
                 self.data_dir / "s3", self.data_dir / "credentials", region=s.s3_region
             )
+            if self.aws_keys_dir is not None:
+                self._seaweedfs.set_extra_keys(aws_api.store_keys(self.aws_keys_dir))
             access = self._seaweedfs.start().access
         try:
             ObjectStore(access).create_bucket(s.s3_bucket)
@@ -282,9 +302,15 @@ class Stack:
         self.roles_file = stack_roles_file(self.data_dir)
         self.roles_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         RoleMap(roles={DEFAULT_ROLE: access}, default_role=DEFAULT_ROLE).save(self.roles_file)
+        aws_api.write_sdk_config(self.roles_file.parent / aws_api.SDK_CONFIG_FILE, s.s3_bucket)
         self.object_store = access
 
     async def stop(self) -> None:
+        if self._key_mirror is not None:
+            self._key_mirror.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._key_mirror
+            self._key_mirror = None
         for name in reversed(list(self._stoppers)):
             await self.stop_part(name)
         if self.fold is not None:
@@ -514,12 +540,21 @@ class Stack:
             pg_schema=self.settings.pg_schema,
             require_command=self.settings.runtime == "process",
             roles_file=str(self.roles_file or ""),
+            aws_port=self.settings.aws_port if self.aws_port is None else self.aws_port,
+            aws_keys_dir=str(self.aws_keys_dir or ""),
             **self._admission_security(),
             **self._bus_fields("admission"),
         )
         server, self.port = await create_server(
             settings, event_log, follower, read_model, projector, self.rpc_metrics
         )
+        endpoint = aws_endpoint(server)
+        self.aws_port = None if endpoint is None else endpoint.port
+        seaweedfs = self._seaweedfs
+        if seaweedfs is not None and self.aws_keys_dir is not None and self._key_mirror is None:
+            self._key_mirror = asyncio.create_task(
+                aws_api.mirror_keys(self.aws_keys_dir, seaweedfs.set_extra_keys)
+            )
         self._positions["admission"] = lambda: follower.seq
         self._positions["projector"] = lambda: projector.seq
         await follower.start()

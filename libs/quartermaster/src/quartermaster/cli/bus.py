@@ -63,6 +63,7 @@ class StackFile(msgspec.Struct, frozen=True, kw_only=True):
     subject_prefix: str = "qm"
     auditor: AuditorAccess = AuditorAccess()
     admin: AuditorAccess = AuditorAccess()  # `qm log import` only: it writes every family
+    aws_url: str = ""  # the AWS-compatible endpoint ("": not served)
 
 
 def data_dir_of(given: str | None, environ: Mapping[str, str] | None = None) -> Path:

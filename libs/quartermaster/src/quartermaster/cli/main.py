@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from quartermaster.api.qm.v1 import quartermaster_pb2 as pb
-from quartermaster.cli import audit, aws_env, deploy, jobs, plugins, resources, usage
+from quartermaster.cli import audit, aws_env, deploy, jobs, keys, plugins, resources, usage
 from quartermaster.cli import top as top_command
 from quartermaster.cli.options import (
     CALL_ERROR,
@@ -434,6 +434,7 @@ def parser() -> argparse.ArgumentParser:
     usage.register(groups)
     top_command.register(groups)
     aws_env.register(groups)
+    keys.register(groups)
     deploy.register(groups)
 
     def group(name: str, help_: str) -> Any:

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -135,6 +136,7 @@ class EmbeddedSeaweedFS(ManagedServer):
         self._process: subprocess.Popen[bytes] | None = None
         self._ports: WeedPorts | None = None
         self._keys: S3Keys | None = None
+        self._extra_keys: tuple[S3Keys, ...] = ()
 
     @property
     def port(self) -> int:
@@ -252,15 +254,33 @@ class EmbeddedSeaweedFS(ManagedServer):
             "-volume.preStopSeconds=0",
         ]
 
+    def set_extra_keys(self, keys: Sequence[S3Keys]) -> None:
+        """Also accept `keys` (the AWS API's access keys, so one key pair serves S3 and the
+        API); a running weed re-reads its identity file on SIGHUP."""
+        keys = tuple(keys)
+        if keys == self._extra_keys:
+            return
+        self._extra_keys = keys
+        if self._keys is None:
+            return  # written at start
+        self._write_identities(self._keys)
+        if self._process is not None and self._process.poll() is None:
+            self._process.send_signal(signal.SIGHUP)
+
     def _write_identities(self, keys: S3Keys) -> Path:
-        """weed's identity file: one identity, these keys, every action (mode 0600)."""
-        identity = {
-            "name": "quartermaster",
-            "credentials": [{"accessKey": keys.access_key_id, "secretKey": keys.secret_access_key}],
-            "actions": ["Admin", "Read", "Write", "List", "Tagging"],
-        }
+        """weed's identity file: the store's keys and any extra ones, every action (0600)."""
+        actions = ["Admin", "Read", "Write", "List", "Tagging"]
+        identities = [
+            {
+                "name": name,
+                "credentials": [{"accessKey": k.access_key_id, "secretKey": k.secret_access_key}],
+                "actions": actions,
+            }
+            for name, k in [("quartermaster", keys)]
+            + [(f"api-{i}", k) for i, k in enumerate(self._extra_keys)]
+        ]
         path = self.credentials_dir / IDENTITIES_FILE
-        _write_private(path, json.dumps({"identities": [identity]}) + "\n", replace=True)
+        _write_private(path, json.dumps({"identities": identities}) + "\n", replace=True)
         return path
 
     def _wait_ready(self, process: subprocess.Popen[bytes], began: float) -> None:

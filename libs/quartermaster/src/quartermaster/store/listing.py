@@ -117,9 +117,14 @@ def _enum_name(value: str | None, prefix: str) -> str | None:
     return None if name in ("", "UNSPECIFIED") else name
 
 
+# AWS's status of a job waiting on its dependencies: Quartermaster jobs have none, so a
+# listing of it is empty (it names no stored status) rather than refused.
+NEVER_HELD = frozenset({"PENDING"})
+
+
 def job_status(value: str | None) -> str | None:
     name = _enum_name(value, "JOB_STATUS_")
-    if name is not None and name not in JobStatus.__members__:
+    if name is not None and name not in JobStatus.__members__ and name not in NEVER_HELD:
         raise InvalidFilterError(f"unknown job status {value!r}")
     return name
 

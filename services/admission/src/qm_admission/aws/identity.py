@@ -1,12 +1,14 @@
 """IAM and STS, the query protocol: the calls the SageMaker SDK makes before it trains.
 
 `ModelTrainer` asks STS who is calling (GetCallerIdentity), may read its execution
-role (IAM GetRole) and asks whether that role may write the SDK's bucket
-(SimulatePrincipalPolicy). The answers come from what this stack knows: the
-caller is the access key's principal, the roles are the role map's (a role the
-map does not name is NoSuchEntity), and a role in the map may use the object
-store the map gives it, so its S3 actions are allowed; any other action or role
-is an implicit deny. Answers are XML, as the query protocol returns them.
+role (IAM GetRole) and asks whether that role may do what training needs
+(SimulatePrincipalPolicy). The answers come from what this stack knows: the caller
+is the access key's principal, the roles are the role map's (a role the map does
+not name is NoSuchEntity), and a role in the map is what this stack runs jobs with:
+every action the SDK checks it for (S3 on its bucket, and the CloudWatch, EC2 and
+ECR permissions a SageMaker training role needs on AWS, which have no counterpart
+here) is allowed; a role not in the map is an implicit deny. Answers are XML, as
+the query protocol returns them.
 """
 
 from __future__ import annotations
@@ -123,8 +125,7 @@ def answer(
         known = _role_arn(_role_name(source), roles) is not None
         results = []
         for name in actions:
-            allowed = known and name.lower().startswith("s3:")
-            decision = "allowed" if allowed else "implicitDeny"
+            decision = "allowed" if known else "implicitDeny"
             for resource in resources:
                 results.append(
                     f"<member><EvalActionName>{escape(name)}</EvalActionName>"

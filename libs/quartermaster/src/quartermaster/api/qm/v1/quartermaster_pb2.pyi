@@ -53,6 +53,7 @@ class JobStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     JOB_STATUS_RUNNING: _ClassVar[JobStatus]
     JOB_STATUS_SUCCEEDED: _ClassVar[JobStatus]
     JOB_STATUS_FAILED: _ClassVar[JobStatus]
+    JOB_STATUS_PENDING: _ClassVar[JobStatus]
 
 class RetryAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -124,6 +125,7 @@ JOB_STATUS_STARTING: JobStatus
 JOB_STATUS_RUNNING: JobStatus
 JOB_STATUS_SUCCEEDED: JobStatus
 JOB_STATUS_FAILED: JobStatus
+JOB_STATUS_PENDING: JobStatus
 RETRY_ACTION_UNSPECIFIED: RetryAction
 RETRY_ACTION_RETRY: RetryAction
 RETRY_ACTION_EXIT: RetryAction
