@@ -59,6 +59,7 @@ def test_the_readme_blocks_run_against_qm_up(tmp_path: Path) -> None:
     found = runnable(README.read_text())
     assert [info for info, _, _ in found].count("python") >= 1 and len(found) >= 3
     (tmp_path / ".venv").symlink_to(ROOT / ".venv")
+    (tmp_path / "docs").symlink_to(ROOT / "docs")  # the examples it runs, as in a checkout
     outputs: list[str] = []
     with qm_up(tmp_path / ".qm-data", "--nodes", "3", cwd=tmp_path) as stack:
         env = {k: v for k, v in stack.env.items() if k != "QM_CREDENTIALS_DIR"}
@@ -84,5 +85,8 @@ def test_the_readme_blocks_run_against_qm_up(tmp_path: Path) -> None:
     starts = [int(n) for n in re.findall(r"^starting at step (\d+)$", everything, re.M)]
     assert starts[:1] == [0] and len(starts) == 2 and starts[1] > 0, starts
     assert "done at step 20" in everything
+    # boto3 and the SageMaker SDK, configured by `eval "$(qm aws-env)"` only
+    assert "quota management example: done" in everything
+    assert "warm pool example: done" in everything
     python_output = outputs[[info for info, _, _ in found].index("python")]
     assert "SUCCEEDED" in python_output, python_output  # the Python snippet's job
