@@ -10,6 +10,8 @@ is a `SignatureRejected` with the error code AWS answers (all 403).
 
 from __future__ import annotations
 
+import calendar
+import functools
 import hashlib
 import hmac
 import re
@@ -82,7 +84,21 @@ def _canonical_headers(headers: Callable[[str], list[str]], names: list[str]) ->
     return "\n".join(lines) + "\n"
 
 
+_AMZ_DATE = re.compile(r"^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$")
+
+
+def _epoch(amz_date: str) -> float:
+    """`20260101T000000Z` as epoch seconds (strptime costs 40 us a call; this 2)."""
+    match = _AMZ_DATE.match(amz_date)
+    if match is None:
+        raise ValueError(amz_date)
+    year, month, day, hour, minute, second = map(int, match.groups())
+    return calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0))
+
+
+@functools.lru_cache(maxsize=1024)
 def _signing_key(secret: bytes, date: str, region: str, service: str) -> bytes:
+    """The day's key of a secret (four HMACs): the same for every request of that day."""
     key = hmac.new(b"AWS4" + secret, date.encode(), hashlib.sha256).digest()
     for part in (region, service, "aws4_request"):
         key = hmac.new(key, part.encode(), hashlib.sha256).digest()
@@ -135,7 +151,7 @@ def verify(
         )
     amz_date = (headers("x-amz-date") or [""])[0]
     try:
-        signed_at = datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+        signed_at = _epoch(amz_date)
     except ValueError:
         raise SignatureRejected(
             "IncompleteSignatureException", "X-Amz-Date must be a date like 20260101T000000Z"
@@ -144,7 +160,7 @@ def verify(
         raise SignatureRejected(
             "IncompleteSignatureException", "X-Amz-Date must be signed and match the scope"
         )
-    skew = now - signed_at.timestamp()
+    skew = now - signed_at
     if abs(skew) > MAX_SKEW_SECONDS:
         when = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%SZ")
         relation = "earlier" if skew > 0 else "later"
