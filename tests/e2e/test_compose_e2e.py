@@ -1,6 +1,7 @@
 """deploy/compose end to end: the built images, up under docker-compose, play the seed scenario
 over TLS with the bootstrap's admin token, refuse NATS clients without a user of their own,
-and keep an object in the deployment's S3 store.
+keep an object in the deployment's S3 store, and answer boto3 on the AWS-compatible endpoint
+with the bootstrap's access key.
 
 One stack for the module, on ports of its own and a project name of its own: the one-shot
 bootstrap (CA, certificates, NATS users, token key), a 3-node NATS cluster (mutual TLS and
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import shlex
 import shutil
 import socket
 import ssl
@@ -27,12 +29,13 @@ from typing import Any
 import msgspec
 import pytest
 import yaml
-from scenario import play_seed_scenario
+from scenario import QUEUE, play_seed_scenario
 
 from qm_admission.settings import Settings as AdmissionSettings
 from qm_node_agent.settings import NodeSettings
 from qm_scheduler.settings import SchedulerSettings
 from qm_warmpool.settings import WarmPoolSettings
+from quartermaster.auth.access_keys import KEYS_FILE, SEAL_FILE, AccessKeyFile
 from quartermaster.bus.access import BusSettings, NatsCredentials
 from quartermaster.client import Quartermaster
 from quartermaster.objectstore import RoleMap, parse_s3_uri
@@ -53,6 +56,7 @@ PORTS = [
     *(f"QM_NATS_HTTP_PORT_{n}" for n in (1, 2, 3)),
     "QM_POSTGRES_PORT",
     "QM_GRPC_PORT",
+    "QM_AWS_PORT",
     # Each service's /metrics, /livez and /readyz (its compose health check).
     "QM_ADMISSION_METRICS_PORT",
     "QM_SCHEDULER_1_METRICS_PORT",
@@ -68,8 +72,10 @@ SERVICES = 12  # every long-running service of compose.yaml
 ONE_SHOTS = {"prepare", "bootstrap", "stream"}
 # Where the bootstrap keeps everything (volume `credentials`), and what this test reads there:
 # the client's CA and admin token, and the auditor's NATS login (read-only on the bus).
-BOOTSTRAP_CREDENTIALS = "/var/lib/qm-bootstrap/credentials"
+BOOTSTRAP_OUT = "/var/lib/qm-bootstrap"
+BOOTSTRAP_CREDENTIALS = f"{BOOTSTRAP_OUT}/credentials"
 CLIENT_FILES = ["ca.pem", "admin.token"]
+AWS_KEY_FILES = [KEYS_FILE, SEAL_FILE]  # the AWS access keys, an admin's first
 AUDITOR_FILES = ["auditor.password", "nats-auditor.pem", "nats-auditor-key.pem"]
 UP_TIMEOUT_S = 180.0  # each of `up` and the wait for health (a loaded 2-core machine: ~25 s)
 
@@ -184,7 +190,7 @@ def compose_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeS
         up = stack.compose("up", "-d", timeout=UP_TIMEOUT_S)
         assert up.returncode == 0, f"docker-compose up failed:\n{up.stderr}\n{stack.logs()}"
         wait_healthy(stack)
-        for name in CLIENT_FILES + AUDITOR_FILES:
+        for name in CLIENT_FILES + AUDITOR_FILES + AWS_KEY_FILES:
             (credentials / name).write_bytes(bootstrap_file(stack, name))
         yield stack
     finally:
@@ -324,12 +330,13 @@ def test_compose_nats_refuses_clients_without_a_user_of_their_own(
 @pytest.mark.docker
 @pytest.mark.timeout(600)
 def test_compose_bootstrap_rerun_keeps_every_key(compose_stack: ComposeStack) -> None:
-    """Running the bootstrap again (as every `up` does) replaces nothing: the CA and the admin
-    token are the same bytes, and the running stack still takes the token."""
-    kept = {name: bootstrap_file(compose_stack, name) for name in CLIENT_FILES}
+    """Running the bootstrap again (as every `up` does) replaces nothing: the CA, the admin
+    token and the access keys are the same bytes, and the running stack still takes the token."""
+    kept = {name: bootstrap_file(compose_stack, name) for name in CLIENT_FILES + AWS_KEY_FILES}
     rerun = compose_stack.compose("run", "--rm", "--no-deps", "-T", "bootstrap", timeout=120)
     assert rerun.returncode == 0, rerun.stderr
-    assert {name: bootstrap_file(compose_stack, name) for name in CLIENT_FILES} == kept
+    again = {name: bootstrap_file(compose_stack, name) for name in CLIENT_FILES + AWS_KEY_FILES}
+    assert again == kept
     client = Quartermaster(
         compose_stack.address, timeout=20, credentials_dir=compose_stack.credentials
     )
@@ -410,3 +417,60 @@ def test_compose_store_keeps_objects_for_the_role_map_it_wrote(compose_stack: Co
     )
     assert again == roles
     assert ObjectStore(access).get_bytes(where) == payload
+
+
+def batch_client(stack: ComposeStack, access_key_id: str, secret: str) -> Any:
+    """boto3's Batch client on the stack's AWS endpoint, trusting the bootstrap's CA."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "batch",
+        endpoint_url=f"https://127.0.0.1:{stack.env['QM_AWS_PORT']}",
+        region_name="us-east-1",
+        aws_access_key_id=access_key_id,
+        aws_secret_access_key=secret,
+        verify=str(stack.credentials / "ca.pem"),
+        config=Config(retries={"total_max_attempts": 1}),
+    )
+
+
+def queue_names(batch: Any) -> list[str]:
+    return [q["jobQueueName"] for q in batch.describe_job_queues()["jobQueues"]]
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(600)
+def test_compose_aws_endpoint_takes_the_bootstrap_access_key(compose_stack: ComposeStack) -> None:
+    """boto3 signed with the bootstrap's admin access key, over TLS with its CA, sees the seed
+    scenario's queue (played by the first test); a wrong secret is refused; a key issued as
+    deploy/README.md says (`qm keys issue` on the bootstrap's volume, then the bootstrap
+    again) is taken by the running admission."""
+    from botocore.exceptions import ClientError
+
+    keys = AccessKeyFile(compose_stack.credentials)
+    (admin,) = keys.records()
+    assert QUEUE in queue_names(
+        batch_client(compose_stack, admin.access_key_id, keys.secret_of(admin))
+    )
+    with pytest.raises(ClientError) as refused:
+        queue_names(batch_client(compose_stack, admin.access_key_id, "not-the-secret-key"))
+    assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    assert refused.value.response["Error"]["Code"] == "InvalidSignatureException"
+
+    run = ["run", "--rm", "--no-deps", "-T"]
+    issue = ["--entrypoint", "/opt/qm/bin/qm", "bootstrap", "keys", "issue"]
+    issue += ["--data-dir", BOOTSTRAP_OUT, "--subject", "e2e-auditor", "--role", "auditor"]
+    issued = compose_stack.compose(*run, *issue)
+    assert issued.returncode == 0, issued.stderr
+    exported = dict(
+        shlex.split(line.removeprefix("export "))[0].split("=", 1)
+        for line in issued.stdout.splitlines()
+        if line.startswith("export AWS_")
+    )
+    rerun = compose_stack.compose(*run, "bootstrap")
+    assert rerun.returncode == 0, rerun.stderr
+    auditor_key = batch_client(
+        compose_stack, exported["AWS_ACCESS_KEY_ID"], exported["AWS_SECRET_ACCESS_KEY"]
+    )
+    assert QUEUE in queue_names(auditor_key)

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from quartermaster.auth import Role as ApiRole  # a principal's (nats_auth's Role is the bus's)
+from quartermaster.auth.access_keys import ADMIN_SUBJECT, AccessKeyFile, KeyRing
 from quartermaster.deploy.command import main
 from quartermaster.deploy.kube import SecretsApi, secret_name
 from quartermaster.deploy.secrets import PARTS, DeployPlan, ensure, part_files
@@ -60,6 +62,31 @@ def test_each_part_gets_only_its_own_files(tmp_path: Path) -> None:
     nodes = part_files(tmp_path, "nodes")
     assert nodes["gpu-2.example.user"] == user_name(Role.NODE, "gpu-2.example").encode()
     assert "page-token.key" in part_files(tmp_path, "admission")
+
+
+def test_admission_verifies_sigv4_with_the_admin_access_key_of_the_credentials(
+    tmp_path: Path,
+) -> None:
+    """One admin access key, kept in credentials (where `qm keys issue --data-dir OUT`
+    writes) and copied into part admission, whose key ring opens it with the same secret."""
+    ensure(tmp_path, PLAN, NOW)
+    keys = AccessKeyFile(tmp_path / "credentials")
+    (admin,) = keys.records()
+    assert (admin.subject, admin.roles) == (ADMIN_SUBJECT, (ApiRole.ADMIN,))
+    assert [p for p in PARTS if "aws-keys.seal" in part_files(tmp_path, p)] == [
+        "credentials",
+        "admission",
+    ]
+    found = KeyRing(tmp_path / "admission").lookup(admin.access_key_id)
+    assert found is not None
+    secret, principal = found
+    assert secret == keys.secret_of(admin).encode()
+    assert principal.roles == {ApiRole.ADMIN}
+    # A key issued later reaches admission with the next run; the admin key stays the same.
+    auditor, _ = keys.add("alice", [ApiRole.AUDITOR], now=NOW.timestamp())
+    ensure(tmp_path, PLAN, NOW)
+    assert KeyRing(tmp_path / "admission").lookup(auditor.access_key_id) is not None
+    assert AccessKeyFile(tmp_path / "admission").records() == [admin, auditor]
 
 
 def test_nats_users_have_the_permissions_qm_up_renders(tmp_path: Path) -> None:
@@ -177,6 +204,12 @@ def test_the_k8s_job_keeps_the_credentials_secret_across_reruns(
     assert all(s["metadata"]["resourceVersion"] == "1" for s in FakeKubernetes.secrets.values())
     ca = base64.b64decode(first[secret_name("credentials")]["ca.pem"])
     assert (tmp_path / "run-2" / "admission" / "ca.pem").read_bytes() == ca
+    # The AWS access keys too: the admin key the first run made is the one admission reads.
+    for name in ("aws-keys.json", "aws-keys.seal"):
+        assert first[secret_name("admission")][name] == first[secret_name("credentials")][name]
+    assert AccessKeyFile(tmp_path / "run-2" / "admission").records() == (
+        AccessKeyFile(tmp_path / "run-1" / "credentials").records()
+    )
     # A new host: its user is added and only the Secrets that change are replaced.
     assert main([*args, "--host", "gpu-2", "--out", str(tmp_path / "run-3")]) == 0
     nodes = FakeKubernetes.secrets[secret_name("nodes")]

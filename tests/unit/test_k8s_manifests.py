@@ -366,3 +366,28 @@ def test_the_documented_role_map_is_one_the_services_read() -> None:
     (example,) = re.findall(r"cat > roles\.json <<'EOF'\n(.*?)\nEOF\n", readme, re.S)
     roles = msgspec.json.decode(example, type=RoleMap)
     assert roles.default_access is not None
+
+
+def test_admission_serves_the_aws_endpoint_with_the_bootstrap_keys(tmp_path: Path) -> None:
+    """The AWS-compatible endpoint listens beside gRPC (port `aws`, all interfaces), the
+    Service exposes it, and its keys dir is the mount of the Secret that carries the
+    bootstrap's aws-keys.json and aws-keys.seal."""
+    import datetime as dt
+
+    from quartermaster.auth.access_keys import KEYS_FILE, SEAL_FILE
+    from quartermaster.deploy.secrets import DeployPlan, ensure, part_files
+
+    (admission,) = named("Deployment", "qm-admission")
+    (container,) = containers(admission)
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert str(ports["aws"]) == env_value(admission, "QM_ADMISSION_AWS_PORT")
+    assert env_value(admission, "QM_ADMISSION_AWS_HOST") == "0.0.0.0"
+    (service,) = named("Service", "qm-admission")
+    exposed = {p["name"]: (p["port"], p["targetPort"]) for p in service["spec"]["ports"]}
+    assert exposed["aws"] == (ports["aws"], "aws")
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "secrets"]
+    assert env_value(admission, "QM_ADMISSION_AWS_KEYS_DIR") == mount["mountPath"]
+    (volume,) = [v for v in pod(admission)["volumes"] if v["name"] == "secrets"]
+    assert volume["secret"]["secretName"] == "qm-bootstrap-admission"
+    ensure(tmp_path, DeployPlan(hosts=()), dt.datetime(2026, 12, 1, tzinfo=dt.UTC))
+    assert {KEYS_FILE, SEAL_FILE} <= set(part_files(tmp_path, "admission"))

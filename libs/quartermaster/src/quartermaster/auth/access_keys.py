@@ -29,6 +29,7 @@ from quartermaster.auth.principal import Principal, Role, ShareRef
 KEYS_FILE = "aws-keys.json"
 SEAL_FILE = "aws-keys.seal"
 KEY_ID_PREFIX = "QMAK"
+ADMIN_SUBJECT = "admin"  # the key a stack or a deployment starts with
 _ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"  # base32, as AWS key ids are written
 
 
@@ -142,6 +143,15 @@ class AccessKeyFile:
         )
         self._save([*existing, record])
         return record, secret
+
+    def ensure_admin_key(self, *, now: float) -> AccessKey:
+        """The admin's key (subject "admin", role admin): the one there, else a new one
+        (`qm deploy bootstrap` makes it on its first run and keeps it on reruns)."""
+        for record in self.records():
+            if record.subject == ADMIN_SUBJECT and Role.ADMIN in record.roles:
+                return record
+        record, _ = self.add(ADMIN_SUBJECT, [Role.ADMIN], now=now)
+        return record
 
     def revoke(self, access_key_id: str) -> AccessKey:
         existing = self.records()

@@ -1,8 +1,8 @@
 """The bootstrap's parts as Kubernetes Secrets, through the API server's REST interface.
 
 The bootstrap Job reads Secret `qm-bootstrap-credentials` back first (so a rerun keeps
-the CA, the keys and the passwords), then creates or replaces one Secret per part:
-`qm-bootstrap-<part>`, keys the part's file names. Plain HTTPS with the pod's
+the CA, the keys, the AWS access keys and the passwords), then creates or replaces one
+Secret per part: `qm-bootstrap-<part>`, keys the part's file names. Plain HTTPS with the pod's
 ServiceAccount token (urllib: no Kubernetes client in the images); its Role may get,
 create and update Secrets in the namespace, nothing else.
 """

@@ -6,10 +6,12 @@ same generators `qm up` uses (`auth.local`, `embedded.nats_credentials`,
 `embedded.nats_auth`), then writes one directory per part, each holding only what
 that part reads, so a deployment mounts each into its own containers:
 
-    credentials/  the master copy (LocalCredentials files, <user>.password, nats-*.pem)
+    credentials/  the master copy (LocalCredentials files, <user>.password, nats-*.pem,
+                  aws-keys.json and aws-keys.seal: the AWS access keys, an admin's first)
     nats/         nats-auth.conf (users and permissions, client TLS), nats-cluster.conf
                   (route TLS, route password, routes), server.pem, server-key.pem, ca.pem
-    admission/    server.pem, server-key.pem (gRPC TLS), token-verify.pem, page-token.key,
+    admission/    server.pem, server-key.pem (gRPC and AWS endpoint TLS), token-verify.pem,
+                  page-token.key, aws-keys.json, aws-keys.seal (SigV4's keys, sealed),
                   and, like every service: ca.pem, nats-client.pem, nats-client-key.pem,
                   nats.user, nats.password
     scheduler/, warmpool/   ca.pem, nats-client*.pem, nats.user, nats.password
@@ -32,6 +34,7 @@ from pathlib import Path
 
 import msgspec
 
+from quartermaster.auth.access_keys import KEYS_FILE, SEAL_FILE, AccessKeyFile
 from quartermaster.auth.local import LocalCredentials
 from quartermaster.bus.access import NatsCredentials
 from quartermaster.embedded.nats_auth import (
@@ -72,6 +75,8 @@ def ensure(out: Path, plan: DeployPlan, now: dt.datetime) -> Path:
         if not _HOST.fullmatch(host):
             raise ValueError(f"not a host id (letters, digits, '.', '_', '-'): {host!r}")
     creds = LocalCredentials.ensure(out / CREDENTIALS, now, server_names=plan.admission_names)
+    access_keys = AccessKeyFile(creds.directory)  # the AWS endpoint's keys: `qm keys` adds more
+    access_keys.ensure_admin_key(now=now.timestamp())
     passwords = NatsPasswords(creds.directory)
     users = service_users(passwords.password, plan.hosts)
     roles = [Role.ADMIN, Role.AUDITOR, *SERVICE_ROLES, Role.NODE]
@@ -114,6 +119,8 @@ def ensure(out: Path, plan: DeployPlan, now: dt.datetime) -> Path:
                 "server-key.pem": creds.server_key.read_bytes(),
                 "token-verify.pem": creds.verify_key.read_bytes(),
                 "page-token.key": creds.page_token_key.read_bytes(),
+                KEYS_FILE: access_keys.path.read_bytes(),
+                SEAL_FILE: access_keys.seal_path.read_bytes(),
             }
         _write_part(out / role.value, files)
     nodes = client(Role.NODE)
