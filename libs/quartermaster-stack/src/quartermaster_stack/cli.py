@@ -20,7 +20,7 @@ from quartermaster.audit.errors import AuditError
 from quartermaster.auth import Role, ShareRef, TokenError
 from quartermaster.auth.local import LocalCredentials
 from quartermaster.cli.dependencies import import_error_in, missing_dependency
-from quartermaster.cli.options import DefaultsFormatter
+from quartermaster.cli.options import DefaultsFormatter, principal_arguments
 from quartermaster.embedded.errors import PermanentEmbeddedServerError
 from quartermaster.telemetry import LogFormat, SpanExporterKind, TelemetrySettings, traces
 from quartermaster_stack.console import live_jobs, port_taken, stop_message
@@ -372,20 +372,6 @@ def register(groups: Any) -> None:
         formatter_class=formatter,
     )
     issue.add_argument("--data-dir", default=str(StackSettings().data_dir), help="qm up's data dir")
-    issue.add_argument("--subject", required=True, help="who the token names (recorded on writes)")
-    issue.add_argument(
-        "--role",
-        required=True,
-        type=str.lower,
-        choices=[str(r) for r in Role],
-        help="what it may do",
-    )
-    issue.add_argument(
-        "--share",
-        action="append",
-        default=[],
-        metavar="QUEUE/SHARE",
-        help="a quota share a member may use (repeat for several)",
-    )
+    principal_arguments(issue, "token")
     issue.add_argument("--lifetime-days", type=float, default=365.0, help="validity")
     issue.set_defaults(run=_token_issue)

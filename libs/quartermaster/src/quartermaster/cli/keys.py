@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from quartermaster.cli.options import principal_arguments
 from quartermaster.cli.tables import render
 from quartermaster.client.credentials import DEFAULT_DATA_DIR
 
@@ -96,21 +97,7 @@ def register(groups: Any) -> None:
 
     issue = commands.add_parser("issue", help="a new key pair, printed once as export lines")
     issue.add_argument("--data-dir", default=None, help=data_dir_help)
-    issue.add_argument("--subject", required=True, help="who the key names (recorded on writes)")
-    issue.add_argument(
-        "--role",
-        required=True,
-        type=str.lower,
-        choices=("admin", "member", "auditor"),
-        help="what it may do",
-    )
-    issue.add_argument(
-        "--share",
-        action="append",
-        default=[],
-        metavar="QUEUE/SHARE",
-        help="a quota share a member may use (repeat for several)",
-    )
+    principal_arguments(issue, "key")
     issue.set_defaults(run=_issue)
 
     listing = commands.add_parser("list", help="the keys (never their secrets)")

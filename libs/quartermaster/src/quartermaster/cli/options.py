@@ -114,6 +114,27 @@ def positive(text: str) -> int:
     return value
 
 
+def principal_arguments(p: argparse.ArgumentParser, credential: str) -> None:
+    """--subject, --role and --share of a credential bound to a principal (a token, a key)."""
+    p.add_argument(
+        "--subject", required=True, help=f"who the {credential} names (recorded on writes)"
+    )
+    p.add_argument(
+        "--role",
+        required=True,
+        type=str.lower,
+        choices=("admin", "member", "auditor"),
+        help="what it may do",
+    )
+    p.add_argument(
+        "--share",
+        action="append",
+        default=[],
+        metavar="QUEUE/SHARE",
+        help="a quota share a member may use (repeat for several)",
+    )
+
+
 def add_output(p: argparse.ArgumentParser, default: str = "table") -> None:
     p.add_argument(
         "--output",
