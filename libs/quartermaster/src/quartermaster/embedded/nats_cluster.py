@@ -44,6 +44,7 @@ class ClusterNode:
     route_port: int
     store_dir: Path
     launcher: tuple[str, ...] = ()  # command prefix, e.g. ("ip", "netns", "exec", "h1")
+    monitor_port: int = 0  # the HTTP monitor (/varz, /connz, /routez); 0: none
 
     @property
     def url(self) -> str:
@@ -52,6 +53,11 @@ class ClusterNode:
     @property
     def route_url(self) -> str:
         return f"nats://{self.host}:{self.route_port}"
+
+    @property
+    def monitor_url(self) -> str:
+        """http://host:port of the monitor ("" when the node serves none)."""
+        return f"http://{self.host}:{self.monitor_port}" if self.monitor_port else ""
 
     @property
     def log_file(self) -> Path:
@@ -74,9 +80,16 @@ class NatsCluster(ManagedServer):
         binary: str | None = None,
         extra_args: Sequence[str] = (),
         start_timeout_s: float = 15.0,
+        monitor: bool = False,
+        route_login: str = "",
     ) -> None:
         """With `hosts`, every node uses `client_port` (default 4222) and `route_port`
-        (6222) on its own address; without, free ports on 127.0.0.1 are picked."""
+        (6222) on its own address; without, free ports on 127.0.0.1 are picked.
+
+        `monitor`: each node serves its HTTP monitor on a free port (`ClusterNode.
+        monitor_port`). `route_login` ("user:password"): routes log in with it, and each
+        node accepts routes only with it (a config's `cluster.authorization`, which the
+        command line's cluster URL would otherwise replace)."""
         if size < 1:
             raise PermanentEmbeddedServerError("a cluster needs at least one node")
         root = Path(root)
@@ -84,6 +97,7 @@ class NatsCluster(ManagedServer):
         self.binary = binary
         self.extra_args = tuple(extra_args)
         self.start_timeout_s = start_timeout_s
+        self.route_login = route_login
         self.nodes: list[ClusterNode] = []
         for i in range(size):
             host = hosts[i] if hosts else "127.0.0.1"
@@ -95,6 +109,7 @@ class NatsCluster(ManagedServer):
                     route_port=(route_port or 6222) if hosts else _free_port(),
                     store_dir=root / f"n{i + 1}",
                     launcher=tuple(launchers[i]) if launchers else (),
+                    monitor_port=_free_port() if monitor else 0,
                 )
             )
         self._processes: dict[int, subprocess.Popen[bytes]] = {}
@@ -169,12 +184,16 @@ class NatsCluster(ManagedServer):
             return ()
         return ("--config", str(base_config(node.store_dir.parent)))
 
+    def _with_login(self, url: str) -> str:
+        return url.replace("nats://", f"nats://{self.route_login}@", 1) if self.route_login else url
+
     def _launch(self, index: int) -> int:
         node = self.nodes[index]
         node.store_dir.mkdir(parents=True, exist_ok=True)
         offset = node.log_file.stat().st_size if node.log_file.exists() else 0
-        routes = ",".join(n.route_url for n in self.nodes)
+        routes = ",".join(self._with_login(n.route_url) for n in self.nodes)
         binary = self.binary or find_nats_server()
+        monitor = ("--http_port", str(node.monitor_port)) if node.monitor_port else ()
         args = [
             *node.launcher,
             binary,
@@ -190,11 +209,12 @@ class NatsCluster(ManagedServer):
             "--cluster_name",
             self.name,
             "--cluster",
-            node.route_url,
+            self._with_login(node.route_url),
             "--routes",
             routes,
             "--log",
             str(node.log_file),
+            *monitor,
             *self._limits(node),
             *self.extra_args,
         ]
