@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from qm_node_agent import desired
 from quartermaster import events as ev
 from quartermaster.core import JobStatus, State, fold
 from quartermaster.eventlog.host_feed import as_state, decode_view, encode_view, touched, view_of
@@ -71,3 +72,42 @@ def test_an_ended_job_leaves_the_view_and_heartbeats_change_nothing() -> None:
     assert encode_view(view_of(state, "h1", 1)) == running  # no view to send
     fold(state, ev.JobSucceeded(at=6.0, job_id="j", attempt=1, host="h1", exit_code=0))
     assert view_of(state, "h1", 2, candidates={"j"}).jobs == []
+
+
+def test_progress_reports_mark_no_view_and_change_none_of_the_agents_answers() -> None:
+    """JobStarting and JobRunning, of one host of a gang, touch no host: every host's
+    answers (run, stop, current, caches) stay what they were; the end marks them all."""
+    state = a_platform("h1", "h2")
+    for event in (
+        submitted("j"),
+        ev.JobDispatched(at=3.0, job_id="j", attempt=1, hosts=("h1", "h2")),
+    ):
+        fold(state, event)
+
+    def answers() -> list[object]:
+        job = state.jobs["j"]
+        return [
+            (
+                desired.should_run(job, h),
+                desired.stop_wanted(job, h),
+                desired.is_current(state, h, "j", 1),
+                desired.stop_reason(state, h, "j", 1),
+                desired.cache_chains(state, h),
+                desired.attempt_on(state, h) is job,
+            )
+            for h in ("h1", "h2")
+        ]
+
+    before = answers()
+    progress = [
+        ev.JobStarting(at=4.0, job_id="j", attempt=1, host="h1"),
+        ev.JobRunning(at=4.0, job_id="j", attempt=1, host="h1"),
+    ]
+    for event in progress:
+        fold(state, event)
+    assert touched(state, progress) == (set(), set())
+    assert answers() == before
+    assert state.jobs["j"].status is JobStatus.RUNNING  # carried by the next view that goes out
+    ended = ev.JobSucceeded(at=6.0, job_id="j", attempt=1, host="h1", exit_code=0)
+    fold(state, ended)
+    assert touched(state, [ended]) == ({"h1", "h2"}, {"j"})

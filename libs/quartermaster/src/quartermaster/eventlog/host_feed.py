@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 
 import msgspec
 
+from quartermaster import events as ev
 from quartermaster.core import Host, Job, State
 from quartermaster.core.model import WarmPool
 from quartermaster.events import AnyEvent
@@ -77,11 +78,23 @@ def view_of(
     return HostView(seq, host_id, shown, jobs, pools, job_traces)
 
 
+# Reports of a start's progress change a job's status among the active ones, `started`
+# and `running_at`, and nothing the agent's rules (`qm_node_agent.desired`) read: whether
+# a part should run, should stop or is current, and which caches a host keeps. The agent
+# that sent them already acts on them, the other hosts of a gang have nothing to do, so
+# they mark no view. A view that goes out for another reason carries them, and the relay's
+# resync sends one that differs only by them (`eventlog.host_relay`).
+PROGRESS_REPORTS = (ev.JobStarting, ev.JobRunning)
+
+
 def touched(state: State, events: Iterable[AnyEvent]) -> tuple[set[str], set[str]]:
-    """Hosts and jobs a batch of (folded) events names: the views it may change."""
+    """Hosts and jobs a batch of (folded) events names: the views it may change in what
+    the agents act on (progress reports: none)."""
     hosts: set[str] = set()
     jobs: set[str] = set()
     for event in events:
+        if isinstance(event, PROGRESS_REPORTS):
+            continue
         for name in ("host_id", "host"):
             value = getattr(event, name, None)
             if isinstance(value, str):

@@ -1,7 +1,9 @@
 """Publishes each host's view (`host_feed.HostView`) whenever a folded batch may change it.
 
 Runs beside a `LogFollower` (the scheduler's): after every folded message it marks
-the hosts the message names, or whose jobs or pools it names, and one task then
+the hosts the message names, or whose jobs or pools it names (progress reports,
+JobStarting and JobRunning, change nothing an agent acts on and mark none:
+`host_feed.touched`), and one task then
 publishes each marked host's view on the feed stream, in order, with the msg id
 `<host>:<seq>` (a retry stores it once). A view equal to the last one published
 for that host is not sent again. `active()` says whether this instance publishes
