@@ -17,25 +17,18 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from quartermaster.auth import Role
 from quartermaster.auth.access_keys import AccessKey, AccessKeyError, AccessKeyFile
 from quartermaster.embedded.seaweedfs import S3Keys
 
 log = logging.getLogger(__name__)
 
-ADMIN_SUBJECT = "admin"
 SDK_CONFIG_FILE = "sagemaker-config.yaml"
 WATCH_SECONDS = 1.0
 
 
 def ensure_admin_key(credentials_dir: Path, now: float) -> AccessKey:
     """The admin's access key (subject "admin", role admin), made on the first start."""
-    keys = AccessKeyFile(credentials_dir)
-    for record in keys.records():
-        if record.subject == ADMIN_SUBJECT and Role.ADMIN in record.roles:
-            return record
-    record, _ = keys.add(ADMIN_SUBJECT, [Role.ADMIN], now=now)
-    return record
+    return AccessKeyFile(credentials_dir).ensure_admin_key(now=now)
 
 
 def store_keys(credentials_dir: Path) -> list[S3Keys]:

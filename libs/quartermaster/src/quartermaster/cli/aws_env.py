@@ -59,7 +59,6 @@ def export_lines(values: dict[str, str]) -> list[str]:
 
 
 API_SERVICES = ("BATCH", "SAGEMAKER", "IAM", "STS")
-ADMIN_SUBJECT = "admin"  # the key `qm up` makes for its admin
 SDK_CONFIG_FILE = "sagemaker-config.yaml"  # beside roles.json, written by `qm up`
 
 
@@ -99,7 +98,7 @@ def api_values(
 def _access_key(credentials: Path, key_id: str | None) -> tuple[str, str] | str | None:
     """(id, secret) of `key_id`, else of the admin's key; None: the stack has no keys (it
     takes unsigned requests); a string: why the key cannot be had."""
-    from quartermaster.auth.access_keys import AccessKeyError, AccessKeyFile
+    from quartermaster.auth.access_keys import ADMIN_SUBJECT, AccessKeyError, AccessKeyFile
 
     keys = AccessKeyFile(credentials)
     try:
