@@ -98,6 +98,7 @@ def test_key_enum_values() -> None:
         "JOB_STATUS_RUNNING",
         "JOB_STATUS_SUCCEEDED",
         "JOB_STATUS_FAILED",
+        "JOB_STATUS_PENDING",  # AWS's; appended, never held by a job
     ]
 
 

@@ -215,6 +215,7 @@ class Stack:
             auditor=self._access(Role.AUDITOR),
             admin=self._access(Role.ADMIN),
             aws_url=self.aws_url,
+            store_takes_api_keys=self._seaweedfs is not None and self.aws_keys_dir is not None,
         )
         write_stack_file(self.data_dir, stack)
 

@@ -82,6 +82,15 @@ def api_values(
     values = {"AWS_ENDPOINT_URL": stack.aws_url}
     values |= {f"AWS_ENDPOINT_URL_{name}": stack.aws_url for name in API_SERVICES}
     key = _access_key(credentials, key_id)
+    if key_id is None and isinstance(key, tuple) and not stack.store_takes_api_keys:
+        # One key pair serves every service: keep the store's, or S3 stops working.
+        print(
+            "qm: note: the object store does not accept the stack's access keys, so these "
+            "are the store's, which the AWS endpoint refuses; `qm aws-env --key ID` signs "
+            "with a key of the endpoint instead (then S3 refuses it)",
+            file=sys.stderr,
+        )
+        key = None
     if isinstance(key, str):
         return {}, key
     if key is not None:

@@ -64,6 +64,9 @@ class StackFile(msgspec.Struct, frozen=True, kw_only=True):
     auditor: AuditorAccess = AuditorAccess()
     admin: AuditorAccess = AuditorAccess()  # `qm log import` only: it writes every family
     aws_url: str = ""  # the AWS-compatible endpoint ("": not served)
+    # The object store accepts the endpoint's access keys too (qm up's embedded one does;
+    # an external store knows only its own keys).
+    store_takes_api_keys: bool = False
 
 
 def data_dir_of(given: str | None, environ: Mapping[str, str] | None = None) -> Path:
