@@ -10,6 +10,8 @@ repro, and the fuzz itself in its smoke size.
    only an empty value of the member's own type is taken as unused now.
 4. IAM and STS answers echoed characters XML cannot hold (`\\x01` in a RoleName):
    the client's XML parser failed on a 200; they are U+FFFD now.
+5. A request aiohttp cannot parse (a header over its line limit) was logged at ERROR
+   with a traceback, each time: a client could fill the log; now DEBUG.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import logging
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -85,6 +88,25 @@ async def test_hostile_json_is_the_clients_fault(start_admission: Starter, keys_
         signed, aws, "/v1/createschedulingpolicy", json.dumps(fine).encode()
     )
     assert answer.status_code == 200, answer.text
+
+
+async def test_unparsable_http_is_not_logged_as_a_fault(
+    start_admission: Starter, keys_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, aws = await start(start_admission, keys_dir)
+    caplog.set_level(logging.INFO)
+    answer = await asyncio.to_thread(
+        requests.post,
+        aws.url + "/v1/listschedulingpolicies",
+        data=b"{}",
+        headers={"X-Long": "x" * 20_000},
+        timeout=10,
+    )
+    assert answer.status_code == 400
+    http = [r for r in caplog.records if r.name.startswith(("qm_admission.aws", "aiohttp"))]
+    assert [r.getMessage() for r in http if r.levelno >= logging.WARNING] == []
+    # and the endpoint still answers
+    assert (await aws("batch", "list_scheduling_policies"))["schedulingPolicies"] == []
 
 
 async def test_iam_answers_stay_xml(start_admission: Starter, keys_dir: Path) -> None:

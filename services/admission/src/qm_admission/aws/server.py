@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from google.protobuf.message import Message
 
 from qm_admission import access
@@ -58,6 +59,23 @@ LIST_TRAINING_JOBS = "/aws/SageMaker/ListTrainingJobs"  # its page tokens' seal 
 
 Unary = Callable[[Any, Any], Awaitable[Any]]
 Body = dict[str, Any]
+
+
+class _ClientFaults(logging.Filter):
+    """aiohttp logs every request it cannot parse (a header over its line limit, a bad
+    request line) as an ERROR with a traceback: a client could fill the log at will.
+    Those are the client's faults, answered 400 by aiohttp: kept at DEBUG."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, HttpProcessingError) and record.levelno > logging.DEBUG:
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return _HTTP_LOG.isEnabledFor(logging.DEBUG)
+        return True
+
+
+_HTTP_LOG = logging.getLogger("qm_admission.aws.http")
+_HTTP_LOG.addFilter(_ClientFaults())
 
 
 class HttpContext:
@@ -109,7 +127,7 @@ class AwsEndpoint:
     async def start(self, host: str, port: int, tls: ssl.SSLContext | None) -> int:
         app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=_HTTP_LOG)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, ssl_context=tls, reuse_port=False)
         await site.start()
