@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import urllib.error
 import urllib.request
 
 from conftest import StackFactory, client_for
@@ -87,3 +89,29 @@ def test_seed_scenario_metrics(make_stack: StackFactory) -> None:
         "projector",
         "node-1",
     }
+
+
+def health(url: str, kind: str) -> tuple[int, dict[str, dict[str, object]]]:
+    """(status, checks) of `/livez` or `/readyz` beside `/metrics`."""
+    try:
+        with urllib.request.urlopen(url.replace("/metrics", f"/{kind}"), timeout=10) as reply:
+            return reply.status, json.loads(reply.read())["checks"]
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())["checks"]
+
+
+def test_qm_up_answers_for_every_part_on_livez_and_readyz(make_stack: StackFactory) -> None:
+    stack = make_stack(nodes=2, metrics_port=0)
+    url = stack.stack.metrics_url
+    assert url is not None
+    status, checks = health(url, "readyz")
+    assert status == 200, [(name, c) for name, c in checks.items() if not c["ok"]]
+    parts = {name.split(".", 1)[0] for name in checks if "." in name}
+    assert parts == {"scheduler", "warmpool", "admission", "node-1", "node-2"}, checks
+    assert "scheduler.leadership" in checks and "admission.postgres" in checks
+    stack.stop_part("scheduler")  # a stack without its scheduler cannot do its work
+    status, checks = health(url, "readyz")
+    assert status == 503 and checks["scheduler.running"]["ok"] is False, checks
+    stack.start_part("scheduler")
+    until("the scheduler is back", lambda: health(url, "readyz")[0] == 200)
+    assert health(url, "livez")[0] == 200

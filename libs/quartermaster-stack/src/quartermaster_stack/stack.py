@@ -41,14 +41,19 @@ import msgspec
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 
+from qm_admission.__main__ import AdmissionHealth
 from qm_admission.server import aws_endpoint, create_server, stop_server
 from qm_admission.settings import Settings as AdmissionSettings
+from qm_node_agent.__main__ import health_checks as agent_checks
 from qm_node_agent.agent import NodeAgent
 from qm_node_agent.settings import NodeSettings, RuntimeKind
+from qm_scheduler.__main__ import health_checks as scheduler_checks
 from qm_scheduler.service import Scheduler
 from qm_scheduler.settings import SchedulerSettings
+from qm_warmpool.__main__ import health_checks as warmpool_checks
 from qm_warmpool.service import WarmPoolService
 from qm_warmpool.settings import WarmPoolSettings
+from quartermaster import health
 from quartermaster.audit.log_import import Imported, import_log
 from quartermaster.auth.local import SERVER_NAMES, LocalCredentials
 from quartermaster.bus import JetStreamLog
@@ -99,6 +104,16 @@ SERVICES = {
     "node": "qm-node-agent",
 }
 
+READY_MAX_LAG_SECONDS = 10.0  # as each service's own /readyz (its settings' default)
+
+
+def stopped_part_health() -> health.Health:
+    """What a part answers while `qm up` has it stopped."""
+    checks = health.Health()
+    checks.live("running", lambda: health.failing("stopped"))
+    return checks
+
+
 Stopper = Callable[[], Awaitable[None]]
 
 
@@ -127,6 +142,9 @@ class Stack:
         self.rpc_metrics = RpcMetrics(self.registry)
         self.node_metrics = NodeMetrics(self.registry)
         self.metrics_server: MetricsServer | None = None
+        self.health: health.Health | None = None  # every part's checks, on the metrics port
+        self._tasks: dict[str, asyncio.Task[None]] = {}  # part -> its running task
+        self._admission_follower: LogFollower | None = None
         self._logs: dict[str, JetStreamLog] = {}  # part -> its open connection
         self._positions: dict[str, Callable[[], int]] = {}  # log consumer -> applied seq
         self.fold: LogFollower | None = None  # the process's one fold (None: each its own)
@@ -342,9 +360,43 @@ class Stack:
 
         self.registry.register(StateCollector(self._scheduler_state))
         self.registry.register(LogLagCollector(self._last_seq, self._applied))
+        self.health = health.Health()
         self.metrics_server = MetricsServer(
-            self.registry, self.settings.metrics_port, self.settings.metrics_host
+            self.registry, self.settings.metrics_port, self.settings.metrics_host, self.health
         )
+
+    def _include_health(self, name: str) -> None:
+        """The part's own checks (those its service serves when run alone) on `/livez` and
+        `/readyz` of the stack's metrics port."""
+        if self.health is None:
+            return
+        part = self.parts.get(name)
+        lag = READY_MAX_LAG_SECONDS
+        follower = self._admission_follower
+        if isinstance(part, Scheduler):
+            checks = scheduler_checks(part, lag)
+        elif isinstance(part, WarmPoolService):
+            checks = warmpool_checks(part, lag)
+        elif name == "admission" and follower is not None:
+            admission = AdmissionHealth(
+                AdmissionSettings(ready_max_lag_seconds=lag),
+                self._logs["admission"],
+                follower,
+                self.parts["projector"],
+                self._pool,
+            )
+            admission.projecting = self._tasks.get("projector")
+            checks = admission.health
+        elif isinstance(part, NodeAgent):
+            checks = agent_checks(part, self._node_settings(name))
+        else:
+            return  # an agent in a process of its own answers for itself
+        self.health.include(name, checks)
+
+    def _stopped_health(self, name: str) -> None:
+        """A part stopped while the stack runs: the stack is not ready without it."""
+        if self.health is not None:
+            self.health.include(name, stopped_part_health())
 
     async def _last_seq(self) -> int:
         for event_log in list(self._logs.values()):
@@ -368,6 +420,7 @@ class Stack:
         }
         starter = starters.get(name)
         self._stoppers[name] = await (starter() if starter else self._agent(name))
+        self._include_health(name)
 
     async def stop_part(self, name: str) -> None:
         stopper = self._stoppers.pop(name, None)
@@ -378,6 +431,7 @@ class Stack:
         self._positions.pop(name, None)
         self._positions.pop("projector" if name == "admission" else name, None)
         if stopper is not None:
+            self._stopped_health(name)
             await stopper()
 
     # ---- the bus ------------------------------------------------------------
@@ -484,6 +538,7 @@ class Stack:
         scoped = logs.scoped(coro, service or SERVICES["node"], None if service else name)
         task = asyncio.create_task(scoped, name=name)
         task.add_done_callback(_report_crash)
+        self._tasks[name] = task
 
         async def stop() -> None:
             if before is not None:
@@ -535,6 +590,7 @@ class Stack:
         await projector.prepare()
         read_model = ReadModel(self._pool, self.settings.pg_schema)
         follower = self._share(event_log) or LogFollower(event_log)
+        self._admission_follower = follower
         settings = AdmissionSettings(
             grpc_host="127.0.0.1",
             grpc_port=self.port,

@@ -98,6 +98,19 @@ class Health:
     def ready(self, name: str, check: Check) -> None:
         self._ready[name] = check
 
+    def include(self, part: str, other: Health) -> None:
+        """Serve `other`'s checks too, as `<part>.<name>`, in place of the part's before
+        (`qm up` answers for every service it runs on one endpoint)."""
+        self.drop(part)
+        for mine, theirs in ((self._live, other._live), (self._ready, other._ready)):
+            mine.update({f"{part}.{name}": check for name, check in theirs.items()})
+
+    def drop(self, part: str) -> None:
+        """Forget `part`'s checks (`include` again when it runs again)."""
+        for checks in (self._live, self._ready):
+            for name in [n for n in checks if n.startswith(f"{part}.")]:
+                del checks[name]
+
     async def liveness(self) -> Report:
         return Report(await self._run(self._live))
 

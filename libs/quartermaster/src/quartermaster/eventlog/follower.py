@@ -46,6 +46,7 @@ class _Fold:
         # What the server still had for the reader when it sent the newest folded
         # message (None: unknown, e.g. nothing read yet or the reader was lost).
         self.pending: int | None = None
+        self.reader: asyncio.Task[None] | None = None  # the reading follower's task
 
 
 class LogFollower:
@@ -95,8 +96,9 @@ class LogFollower:
 
     @property
     def reader(self) -> asyncio.Task[None] | None:
-        """The task that reads and folds the log (None: not started, stopped, or a share)."""
-        return self._task
+        """The task that reads and folds the log, a share's included (None: not started,
+        or stopped): a share's health is its fold's."""
+        return self._fold.reader
 
     @property
     def shared(self) -> bool:
@@ -115,7 +117,7 @@ class LogFollower:
 
     async def start(self) -> None:
         if self._reads:
-            self._task = asyncio.create_task(self._run(), name="log-follower")
+            self._task = self._fold.reader = asyncio.create_task(self._run(), name="log-follower")
 
     async def stop(self) -> None:
         listeners = self._fold.listeners
@@ -125,6 +127,7 @@ class LogFollower:
         self._own.clear()
         task, self._task = self._task, None
         if task is not None:
+            self._fold.reader = None
             await cancel_and_wait(task, again_after=1.0)
             if not task.cancelled() and task.exception() is not None:
                 log.error("log follower ended with %r", task.exception())
