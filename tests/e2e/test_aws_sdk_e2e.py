@@ -108,3 +108,20 @@ def test_a_members_key_issued_while_running(stack: RunningStack) -> None:
     out = json.loads(done.stdout)
     assert out == {"who": out["who"], "create": "AccessDeniedException", "s3": "m"}
     assert out["who"].endswith(":user/alice")
+
+
+def test_a_stopped_stack_leaves_no_stack_file(tmp_path: Path) -> None:
+    """`stack.json` says where a running `qm up` is: once it stops, `qm aws-env` exports
+    the object store's settings only, no endpoint that is gone."""
+    data_dir = tmp_path / "qm-data"
+    with qm_up(data_dir):
+        assert (data_dir / "stack.json").is_file()
+    assert not (data_dir / "stack.json").exists()
+    env = subprocess.run(
+        [str(VENV_BIN / "qm"), "aws-env", "--data-dir", str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert "AWS_ENDPOINT_URL_S3" in env.stdout and "AWS_ENDPOINT_URL=" not in env.stdout

@@ -144,6 +144,7 @@ class Stack:
         self.metrics_server: MetricsServer | None = None
         self.health: health.Health | None = None  # every part's checks, on the metrics port
         self._tasks: dict[str, asyncio.Task[None]] = {}  # part -> its running task
+        self._stack_file: Path | None = None  # stack.json, while this stack runs
         self._admission_follower: LogFollower | None = None
         self._logs: dict[str, JetStreamLog] = {}  # part -> its open connection
         self._positions: dict[str, Callable[[], int]] = {}  # log consumer -> applied seq
@@ -235,7 +236,7 @@ class Stack:
             aws_url=self.aws_url,
             store_takes_api_keys=self._seaweedfs is not None and self.aws_keys_dir is not None,
         )
-        write_stack_file(self.data_dir, stack)
+        self._stack_file = write_stack_file(self.data_dir, stack)
 
     def _access(self, role: Role) -> AuditorAccess:
         """How a `qm` command logs in as `role`: its password file and client certificate."""
@@ -325,6 +326,9 @@ class Stack:
         self.object_store = access
 
     async def stop(self) -> None:
+        if self._stack_file is not None:  # says where a *running* stack is
+            self._stack_file.unlink(missing_ok=True)
+            self._stack_file = None
         if self._key_mirror is not None:
             self._key_mirror.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -1,6 +1,7 @@
 """How a `qm` command finds a stack and reaches its bus: the one home for both.
 
-`qm up` writes `<data-dir>/stack.json`: admission's gRPC address, the NATS URL(s), the
+`qm up` writes `<data-dir>/stack.json` while it runs (and removes it when it stops):
+admission's gRPC address, the NATS URL(s), the
 stream and subject prefix, and where the read-only auditor NATS user's password,
 CA and client certificate are (paths relative to the data dir; the password stays in
 its 0600 file). Every command that reads the bus (`qm log export`, `qm audit
