@@ -12,11 +12,19 @@ repro, and the fuzz itself in its smoke size.
    the client's XML parser failed on a 200; they are U+FFFD now.
 5. A request aiohttp cannot parse (a header over its line limit) was logged at ERROR
    with a traceback, each time: a client could fill the log; now DEBUG.
+From a review:
+6. SimulatePrincipalPolicy answered a member per action and resource: a 100 KiB body
+   made 672 MB of XML; both are bounded now.
+7. A training job name with an attempt number of 5000 digits: int() raised, 500.
+8. A path with `..` segments verified (the signature covers the normalized path) and
+   was routed as sent; refused now. An unsigned X-Amz-Target (it picks the operation)
+   is refused.
 """
 
 from __future__ import annotations
 
 import asyncio
+import http.client
 import importlib.util
 import json
 import logging
@@ -153,3 +161,61 @@ async def test_four_hundred_hostile_requests_find_nothing(
     assert {"wrong-type", "malformed-json", "bad-signature", "sagemaker-junk", "query-junk"} <= set(
         report.by_kind
     )
+
+
+async def test_review_findings_are_refused(start_admission: Starter, keys_dir: Path) -> None:
+    c, aws = await start(start_admission, keys_dir)
+    before = await c.log.last_seq()
+    many = await aws.error(
+        "iam",
+        "simulate_principal_policy",
+        PolicySourceArn="arn:aws:iam::000000000000:role/r",
+        ActionNames=[f"s3:A{i}" for i in range(101)],
+        ResourceArns=["*"],
+    )
+    assert many["ResponseMetadata"]["HTTPStatusCode"] == 400
+    pairs = await aws.error(
+        "iam",
+        "simulate_principal_policy",
+        PolicySourceArn="arn:aws:iam::000000000000:role/r",
+        ActionNames=[f"s3:A{i}" for i in range(50)],
+        ResourceArns=[f"arn:aws:s3:::b{i}" for i in range(50)],
+    )
+    assert pairs["ResponseMetadata"]["HTTPStatusCode"] == 400
+    long_attempt = await aws.error(
+        "sagemaker", "describe_training_job", TrainingJobName="a-0123abcd-" + "1" * 5000
+    )
+    assert long_attempt["Error"]["Code"] == "ValidationException"
+
+    def dotted() -> tuple[int, dict[str, str]]:
+        request = AWSRequest(method="GET", url=aws.url + "/v1/tags/x/../arn%3Aqm%3Ajob")
+        SigV4Auth(Credentials(aws.key, aws.secret), "batch", REGION).add_auth(request)
+        headers = dict(request.prepare().headers)
+        # botocore signs the normalized path; send the dotted one as it stood (http.client
+        # sends the path untouched, where requests would normalize it)
+        host, port = aws.url.removeprefix("http://").split(":")
+        connection = http.client.HTTPConnection(host, int(port), timeout=10)
+        try:
+            connection.request("GET", "/v1/tags/x/../arn%3Aqm%3Ajob", headers=headers)
+            reply = connection.getresponse()
+            return reply.status, json.loads(reply.read())
+        finally:
+            connection.close()
+
+    status, refusal = await asyncio.to_thread(dotted)
+    assert status == 400 and "segments" in refusal["message"]
+
+    def unsigned_target() -> requests.Response:
+        request = AWSRequest(
+            method="POST",
+            url=aws.url + "/",
+            data=b"{}",
+            headers={"Content-Type": "application/x-amz-json-1.1"},
+        )
+        SigV4Auth(Credentials(aws.key, aws.secret), "sagemaker", REGION).add_auth(request)
+        headers = {**dict(request.prepare().headers), "X-Amz-Target": "SageMaker.ListTrainingJobs"}
+        return requests.post(aws.url + "/", data=b"{}", headers=headers, timeout=10)
+
+    answer = await asyncio.to_thread(unsigned_target)
+    assert answer.status_code == 403 and "x-amz-target" in answer.json()["message"]
+    assert await c.log.last_seq() == before

@@ -4,8 +4,10 @@ object store's acceptance of every access key, and the SageMaker SDK's config.
 One key pair then serves the whole AWS surface of the stack: boto3 and the SDK sign
 Batch, SageMaker, IAM and STS calls to admission with it, and S3 calls to the
 embedded SeaweedFS with the same pair (weed's identity file lists every access key
-beside the store's own, re-read on SIGHUP when `qm keys` changes them). Jobs keep
-the store's own keys (the role map's), which the API does not accept.
+beside the store's own, re-read on SIGHUP when `qm keys` changes them). In the store
+an admin key may do anything; a member's reads and writes objects of the stack's
+bucket (as the jobs it submits may, with the role map's keys) but makes and removes no
+buckets; an auditor's reads them. Jobs keep the store's own keys, which the API refuses.
 """
 
 from __future__ import annotations
@@ -13,16 +15,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 
-from quartermaster.auth.access_keys import AccessKey, AccessKeyError, AccessKeyFile
-from quartermaster.embedded.seaweedfs import S3Keys
+from quartermaster.auth import Role
+from quartermaster.auth.access_keys import AccessKey, AccessKeyError, AccessKeyFile, write_private
+from quartermaster.embedded.seaweedfs import ALL_ACTIONS, Identity, S3Keys
 
 log = logging.getLogger(__name__)
 
-SDK_CONFIG_FILE = "sagemaker-config.yaml"
 WATCH_SECONDS = 1.0
 
 
@@ -31,10 +32,20 @@ def ensure_admin_key(credentials_dir: Path, now: float) -> AccessKey:
     return AccessKeyFile(credentials_dir).ensure_admin_key(now=now)
 
 
-def store_keys(credentials_dir: Path) -> list[S3Keys]:
-    """Every access key as the object store's identity file lists it."""
+def store_identities(credentials_dir: Path, bucket: str) -> list[Identity]:
+    """Every access key as the object store's identity file lists it, with what its
+    role may do there."""
     keys = AccessKeyFile(credentials_dir)
-    return [S3Keys(r.access_key_id, keys.secret_of(r)) for r in keys.records()]
+    found = []
+    for record in keys.records():
+        if Role.ADMIN in record.roles:
+            actions: tuple[str, ...] = ALL_ACTIONS
+        elif Role.MEMBER in record.roles:
+            actions = tuple(f"{a}:{bucket}" for a in ("Read", "Write", "List", "Tagging"))
+        else:
+            actions = (f"Read:{bucket}", f"List:{bucket}")
+        found.append(Identity(S3Keys(record.access_key_id, keys.secret_of(record)), actions))
+    return found
 
 
 def write_sdk_config(path: Path, bucket: str) -> Path:
@@ -49,13 +60,13 @@ def write_sdk_config(path: Path, bucket: str) -> Path:
         f"        DefaultS3Bucket: {bucket}\n"
     )
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_private(path, text.encode())
     return path
 
 
-async def mirror_keys(credentials_dir: Path, apply: Callable[[list[S3Keys]], None]) -> None:
+async def mirror_keys(
+    credentials_dir: Path, bucket: str, apply: Callable[[list[Identity]], None]
+) -> None:
     """Hand every change of the key file to `apply` (runs until cancelled)."""
     path = AccessKeyFile(credentials_dir).path
     seen: tuple[int, int] | None = None
@@ -65,7 +76,7 @@ async def mirror_keys(credentials_dir: Path, apply: Callable[[list[S3Keys]], Non
             stamp = (stat.st_mtime_ns, stat.st_size)
             if stamp != seen:
                 try:
-                    apply(await asyncio.to_thread(store_keys, credentials_dir))
+                    apply(await asyncio.to_thread(store_identities, credentials_dir, bucket))
                     seen = stamp
                 except (AccessKeyError, OSError, ValueError) as err:
                     log.warning("access keys changed but cannot be read: %s", err)

@@ -59,7 +59,7 @@ from quartermaster.auth.local import SERVER_NAMES, LocalCredentials
 from quartermaster.bus import JetStreamLog
 from quartermaster.bus.access import NatsCredentials
 from quartermaster.cancelling import cancel_and_wait
-from quartermaster.cli.aws_env import stack_roles_file
+from quartermaster.cli.aws_env import SDK_CONFIG_FILE, stack_roles_file
 from quartermaster.cli.bus import AuditorAccess, StackFile, write_stack_file
 from quartermaster.client.trainer import DEFAULT_ROLE
 from quartermaster.core import State
@@ -110,7 +110,7 @@ READY_MAX_LAG_SECONDS = 10.0  # as each service's own /readyz (its settings' def
 def stopped_part_health() -> health.Health:
     """What a part answers while `qm up` has it stopped."""
     checks = health.Health()
-    checks.live("running", lambda: health.failing("stopped"))
+    checks.ready("running", lambda: health.failing("stopped"))
     return checks
 
 
@@ -311,7 +311,9 @@ class Stack:
                 self.data_dir / "s3", self.data_dir / "credentials", region=s.s3_region
             )
             if self.aws_keys_dir is not None:
-                self._seaweedfs.set_extra_keys(aws_api.store_keys(self.aws_keys_dir))
+                self._seaweedfs.set_extra_identities(
+                    aws_api.store_identities(self.aws_keys_dir, s.s3_bucket)
+                )
             access = self._seaweedfs.start().access
         try:
             ObjectStore(access).create_bucket(s.s3_bucket)
@@ -322,7 +324,7 @@ class Stack:
         self.roles_file = stack_roles_file(self.data_dir)
         self.roles_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         RoleMap(roles={DEFAULT_ROLE: access}, default_role=DEFAULT_ROLE).save(self.roles_file)
-        aws_api.write_sdk_config(self.roles_file.parent / aws_api.SDK_CONFIG_FILE, s.s3_bucket)
+        aws_api.write_sdk_config(self.roles_file.parent / SDK_CONFIG_FILE, s.s3_bucket)
         self.object_store = access
 
     async def stop(self) -> None:
@@ -614,7 +616,9 @@ class Stack:
         seaweedfs = self._seaweedfs
         if seaweedfs is not None and self.aws_keys_dir is not None and self._key_mirror is None:
             self._key_mirror = asyncio.create_task(
-                aws_api.mirror_keys(self.aws_keys_dir, seaweedfs.set_extra_keys)
+                aws_api.mirror_keys(
+                    self.aws_keys_dir, self.settings.s3_bucket, seaweedfs.set_extra_identities
+                )
             )
         self._positions["admission"] = lambda: follower.seq
         self._positions["projector"] = lambda: projector.seq

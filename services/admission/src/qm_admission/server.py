@@ -144,7 +144,12 @@ async def create_server(
     if settings.aws_port >= 0:
         endpoint = _aws_endpoint(settings, backends, servicers, screen, roles)
         try:
-            await endpoint.start(settings.aws_host, settings.aws_port, _server_tls(settings))
+            await endpoint.start(
+                settings.aws_host,
+                settings.aws_port,
+                _server_tls(settings),
+                grace=settings.shutdown_grace_seconds,
+            )
         except BaseException:
             await server.stop(None)
             await liveness.stop()

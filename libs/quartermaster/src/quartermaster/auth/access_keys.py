@@ -15,9 +15,13 @@ and revoked keys take effect without a restart.
 from __future__ import annotations
 
 import base64
+import contextlib
+import fcntl
+import logging
 import os
 import secrets
-from collections.abc import Iterable
+import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import msgspec
@@ -26,7 +30,10 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from quartermaster.auth.principal import Principal, Role, ShareRef
 
+log = logging.getLogger(__name__)
+
 KEYS_FILE = "aws-keys.json"
+LOCK_FILE = ".aws-keys.lock"
 SEAL_FILE = "aws-keys.seal"
 KEY_ID_PREFIX = "QMAK"
 ADMIN_SUBJECT = "admin"  # the key a stack or a deployment starts with
@@ -69,12 +76,21 @@ def new_secret() -> str:
     return secrets.token_urlsafe(30)
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)
-    os.replace(tmp, path)
+def write_private(path: Path, data: bytes) -> None:
+    """Replace `path` whole (mode 0600): written under a name of its own, synced, then
+    renamed over it, so a reader sees the old file or the new one and two writers never
+    share a temporary file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 class AccessKeyFile:
@@ -90,8 +106,28 @@ class AccessKeyFile:
             if not create:
                 raise AccessKeyError(f"no seal key {self.seal_path}")
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            _write_private(self.seal_path, AESGCM.generate_key(bit_length=256).hex().encode())
+            key = AESGCM.generate_key(bit_length=256).hex().encode()
+            try:  # made once: whoever loses the race reads the winner's
+                fd = os.open(self.seal_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                pass
+            else:
+                with os.fdopen(fd, "wb") as out:
+                    out.write(key)
+                    out.flush()
+                    os.fsync(out.fileno())
         return bytes.fromhex(self.seal_path.read_text().strip())
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """One writer at a time (`qm keys issue` run twice at once, a bootstrap...)."""
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(self.directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     def records(self) -> list[AccessKey]:
         if not self.path.exists():
@@ -124,7 +160,20 @@ class AccessKeyFile:
             raise AccessKeyError("a key needs a role")
         if Role.MEMBER in role_set and not share_list:
             raise AccessKeyError("a member key needs at least one --share QUEUE/SHARE")
-        key_id = access_key_id or new_key_id()
+        with self._locked():
+            return self._add(
+                subject, role_set, share_list, now, access_key_id or new_key_id(), secret
+            )
+
+    def _add(
+        self,
+        subject: str,
+        role_set: list[Role],
+        share_list: list[str],
+        now: float,
+        key_id: str,
+        secret: str | None,
+    ) -> tuple[AccessKey, str]:
         secret = secret or new_secret()
         existing = self.records()
         if any(k.access_key_id == key_id for k in existing):
@@ -147,19 +196,28 @@ class AccessKeyFile:
     def ensure_admin_key(self, *, now: float) -> AccessKey:
         """The admin's key (subject "admin", role admin): the one there, else a new one
         (`qm deploy bootstrap` makes it on its first run and keeps it on reruns)."""
-        for record in self.records():
-            if record.subject == ADMIN_SUBJECT and Role.ADMIN in record.roles:
-                return record
-        record, _ = self.add(ADMIN_SUBJECT, [Role.ADMIN], now=now)
-        return record
+        with self._locked():
+            found = self.admin_key()
+            if found is not None:
+                return found
+            record, _ = self._add(ADMIN_SUBJECT, [Role.ADMIN], [], now, new_key_id(), None)
+            return record
+
+    def admin_key(self) -> AccessKey | None:
+        """The admin's key (subject "admin", role admin), if there is one."""
+        return next(
+            (r for r in self.records() if r.subject == ADMIN_SUBJECT and Role.ADMIN in r.roles),
+            None,
+        )
 
     def revoke(self, access_key_id: str) -> AccessKey:
-        existing = self.records()
-        kept = [k for k in existing if k.access_key_id != access_key_id]
-        if len(kept) == len(existing):
-            raise AccessKeyError(f"no access key {access_key_id}")
-        self._save(kept)
-        return next(k for k in existing if k.access_key_id == access_key_id)
+        with self._locked():
+            existing = self.records()
+            kept = [k for k in existing if k.access_key_id != access_key_id]
+            if len(kept) == len(existing):
+                raise AccessKeyError(f"no access key {access_key_id}")
+            self._save(kept)
+            return next(k for k in existing if k.access_key_id == access_key_id)
 
     def secret_of(self, record: AccessKey) -> str:
         """The record's secret, unsealed (for `qm aws-env` and admission)."""
@@ -174,14 +232,15 @@ class AccessKeyFile:
 
     def _save(self, records: list[AccessKey]) -> None:
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        _write_private(self.path, msgspec.json.encode(_Records(keys=records)) + b"\n")
+        write_private(self.path, msgspec.json.encode(_Records(keys=records)) + b"\n")
 
 
 class KeyRing:
     """Admission's view of the keys: id -> (secret, principal), re-read on change.
 
     A missing file is an empty ring (every signed request is refused as an unknown
-    key). A file that cannot be read keeps the last good ring and says why once.
+    key). A record that cannot be opened (another seal key) is left out, with a warning;
+    a file that cannot be read at all keeps the last good ring, with a warning once.
     """
 
     def __init__(self, directory: Path | str) -> None:
@@ -200,13 +259,21 @@ class KeyRing:
         if stamp == self._stamp:
             return
         try:
-            keys = {
-                k.access_key_id: (self._file.secret_of(k).encode(), k.principal())
-                for k in self._file.records()
-            }
-        except (AccessKeyError, OSError, ValueError) as err:
+            records = self._file.records()
+        except (AccessKeyError, OSError) as err:
+            if self.problem != str(err):
+                log.warning("access keys unreadable, keeping the last ones read: %s", err)
             self.problem = str(err)
             return
+        keys: dict[str, tuple[bytes, Principal]] = {}
+        for record in records:
+            try:
+                keys[record.access_key_id] = (
+                    self._file.secret_of(record).encode(),
+                    record.principal(),
+                )
+            except (AccessKeyError, OSError, ValueError) as err:
+                log.warning("access key %s left out: %s", record.access_key_id, err)
         self._keys, self._stamp, self.problem = keys, stamp, None
 
     def lookup(self, access_key_id: str) -> tuple[bytes, Principal] | None:

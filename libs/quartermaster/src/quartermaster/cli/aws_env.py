@@ -107,17 +107,16 @@ def api_values(
 def _access_key(credentials: Path, key_id: str | None) -> tuple[str, str] | str | None:
     """(id, secret) of `key_id`, else of the admin's key; None: the stack has no keys (it
     takes unsigned requests); a string: why the key cannot be had."""
-    from quartermaster.auth.access_keys import ADMIN_SUBJECT, AccessKeyError, AccessKeyFile
+    from quartermaster.auth.access_keys import AccessKeyError, AccessKeyFile
 
     keys = AccessKeyFile(credentials)
     try:
-        records = keys.records()
         if key_id is not None:
-            record = next((r for r in records if r.access_key_id == key_id), None)
+            record = next((r for r in keys.records() if r.access_key_id == key_id), None)
             if record is None:
                 return f"no access key {key_id} in {credentials} (see `qm keys list`)"
         else:
-            record = next((r for r in records if r.subject == ADMIN_SUBJECT), None)
+            record = keys.admin_key()
             if record is None:
                 return None
         return record.access_key_id, keys.secret_of(record)

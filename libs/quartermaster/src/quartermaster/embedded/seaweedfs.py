@@ -67,6 +67,17 @@ class S3Keys(msgspec.Struct, frozen=True):
     secret_access_key: str
 
 
+ALL_ACTIONS = ("Admin", "Read", "Write", "List", "Tagging")
+
+
+class Identity(msgspec.Struct, frozen=True):
+    """Another key weed accepts, and what it may do (weed's actions: `Read`, or
+    `Read:<bucket>` for one bucket)."""
+
+    keys: S3Keys
+    actions: tuple[str, ...]
+
+
 class WeedPorts(msgspec.Struct, frozen=True, kw_only=True):
     s3: int
     master: int
@@ -136,7 +147,7 @@ class EmbeddedSeaweedFS(ManagedServer):
         self._process: subprocess.Popen[bytes] | None = None
         self._ports: WeedPorts | None = None
         self._keys: S3Keys | None = None
-        self._extra_keys: tuple[S3Keys, ...] = ()
+        self._extra: tuple[Identity, ...] = ()
 
     @property
     def port(self) -> int:
@@ -254,13 +265,14 @@ class EmbeddedSeaweedFS(ManagedServer):
             "-volume.preStopSeconds=0",
         ]
 
-    def set_extra_keys(self, keys: Sequence[S3Keys]) -> None:
-        """Also accept `keys` (the AWS API's access keys, so one key pair serves S3 and the
-        API); a running weed re-reads its identity file on SIGHUP."""
-        keys = tuple(keys)
-        if keys == self._extra_keys:
+    def set_extra_identities(self, identities: Sequence[Identity]) -> None:
+        """Also accept these keys (the AWS API's access keys, so one key pair serves S3
+        and the API), each with its own actions; a running weed re-reads its identity
+        file on SIGHUP."""
+        extra = tuple(identities)
+        if extra == self._extra:
             return
-        self._extra_keys = keys
+        self._extra = extra
         if self._keys is None:
             return  # written at start
         self._write_identities(self._keys)
@@ -268,16 +280,17 @@ class EmbeddedSeaweedFS(ManagedServer):
             self._process.send_signal(signal.SIGHUP)
 
     def _write_identities(self, keys: S3Keys) -> Path:
-        """weed's identity file: the store's keys and any extra ones, every action (0600)."""
-        actions = ["Admin", "Read", "Write", "List", "Tagging"]
+        """weed's identity file: the store's keys (every action) and the extra ones (0600)."""
         identities = [
             {
                 "name": name,
-                "credentials": [{"accessKey": k.access_key_id, "secretKey": k.secret_access_key}],
-                "actions": actions,
+                "credentials": [
+                    {"accessKey": i.keys.access_key_id, "secretKey": i.keys.secret_access_key}
+                ],
+                "actions": list(i.actions),
             }
-            for name, k in [("quartermaster", keys)]
-            + [(f"api-{i}", k) for i, k in enumerate(self._extra_keys)]
+            for name, i in [("quartermaster", Identity(keys, ALL_ACTIONS))]
+            + [(f"api-{n}", i) for n, i in enumerate(self._extra)]
         ]
         path = self.credentials_dir / IDENTITIES_FILE
         _write_private(path, json.dumps({"identities": identities}) + "\n", replace=True)

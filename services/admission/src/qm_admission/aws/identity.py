@@ -23,6 +23,8 @@ from qm_admission.errors import invalid, not_found
 from quartermaster.auth import Principal
 from quartermaster.core.training_job import DEFAULT_ACCOUNT
 
+MAX_SIMULATED = 100
+MAX_SIMULATED_PAIRS = 1000
 STS_NS = "https://sts.amazonaws.com/doc/2011-06-15/"
 IAM_NS = "https://iam.amazonaws.com/doc/2010-05-08/"
 _EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -61,7 +63,9 @@ def _members(params: Mapping[str, Sequence[str]], name: str) -> list[str]:
     """`Name.member.1`, `Name.member.2`, ... in order."""
     found = []
     index = 1
-    while (values := params.get(f"{name}.member.{index}")) is not None:
+    while (
+        index <= MAX_SIMULATED + 1 and (values := params.get(f"{name}.member.{index}")) is not None
+    ):
         found.append(values[0])
         index += 1
     return found
@@ -122,6 +126,11 @@ def answer(
         if not actions:
             raise invalid("ActionNames", "needs at least one action")
         resources = _members(params, "ResourceArns") or ["*"]
+        # The answer has a member per (action, resource): bounded, as AWS bounds the call.
+        if len(actions) > MAX_SIMULATED or len(resources) > MAX_SIMULATED:
+            raise invalid("ActionNames", f"takes at most {MAX_SIMULATED} actions and resources")
+        if len(actions) * len(resources) > MAX_SIMULATED_PAIRS:
+            raise invalid("ResourceArns", f"at most {MAX_SIMULATED_PAIRS} action-resource pairs")
         known = _role_arn(_role_name(source), roles) is not None
         results = []
         for name in actions:

@@ -14,6 +14,7 @@ UpdateTrainingJob are the TerminateServiceJob and UpdateWarmPool RPCs.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import ssl
@@ -37,7 +38,7 @@ from qm_admission.aws.errors import (
     unavailable,
 )
 from qm_admission.aws.inbound import request_from
-from qm_admission.aws.sigv4 import SignatureRejected, verify
+from qm_admission.aws.sigv4 import Credential, SignatureRejected, check_signature, credential
 from qm_admission.consistency import Consistency
 from qm_admission.errors import Code, RequestRejected, invalid
 from qm_admission.interceptors import TRANSIENT_ERRORS
@@ -52,6 +53,7 @@ from quartermaster.store.errors import InvalidFilterError, InvalidNextTokenError
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 2 * 1024 * 1024
+BODY_TIMEOUT_SECONDS = 30.0
 SERVICES = ("batch", "sagemaker", "iam", "sts")
 JSON_11 = "application/x-amz-json-1.1"
 SAGEMAKER_PREFIX = "SageMaker."
@@ -124,13 +126,22 @@ class AwsEndpoint:
         self.port = 0
 
     # ---- lifecycle ------------------------------------------------------------------
-    async def start(self, host: str, port: int, tls: ssl.SSLContext | None) -> int:
+    async def start(
+        self, host: str, port: int, tls: ssl.SSLContext | None, grace: float = 5.0
+    ) -> int:
+        """Serve on `host:port`; a stop waits at most `grace` seconds for calls in flight."""
         app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=_HTTP_LOG)
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, logger=_HTTP_LOG, shutdown_timeout=grace
+        )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port, ssl_context=tls, reuse_port=False)
-        await site.start()
+        try:
+            site = web.TCPSite(self._runner, host, port, ssl_context=tls, reuse_port=False)
+            await site.start()
+        except BaseException:
+            await self.stop()
+            raise
         self.port = int(self._runner.addresses[0][1])
         return self.port
 
@@ -144,8 +155,11 @@ class AwsEndpoint:
         request_id = str(uuid.uuid4())
         family = _family(request)
         try:
+            if ".." in request.raw_path.split("?", 1)[0].split("/") or "/./" in request.raw_path:
+                raise Refused(client_fault(family, "the path must not have . or .. segments"))
+            claim = self._claim(request)  # before the body: an unsigned request costs none
             body = await _body(request, family)
-            signed = self._authenticate(request, body)
+            signed = self._authenticate(request, claim, body)
             token = access.current.set(signed[0])
             try:
                 return await self._route(request, family, body, signed, request_id)
@@ -166,20 +180,35 @@ class AwsEndpoint:
             log.exception("aws request failed path=%s", request.path)
             return _error(family, server_fault(family), request_id)
 
-    def _authenticate(self, request: web.Request, body: bytes) -> tuple[Principal, str]:
+    def _claim(self, request: web.Request) -> Credential | None:
+        """The request's key, scope and date, checked (None: this endpoint takes unsigned
+        requests as admin)."""
         if self._keys is None:
+            return None
+        try:
+            return credential(
+                headers=lambda name: request.headers.getall(name, []),
+                lookup=self._keys.lookup,
+                now=time.time(),
+                services=SERVICES,
+            )
+        except SignatureRejected as err:
+            raise Refused(AwsError(403, err.code, err.message)) from err
+
+    def _authenticate(
+        self, request: web.Request, claim: Credential | None, body: bytes
+    ) -> tuple[Principal, str]:
+        if claim is None:
             return access.ANONYMOUS_ADMIN, ""
         raw_path, _, raw_query = request.raw_path.partition("?")
         try:
-            signed = verify(
+            signed = check_signature(
+                claim,
                 method=request.method,
                 raw_path=raw_path,
                 raw_query=raw_query,
                 headers=lambda name: request.headers.getall(name, []),
                 body=body,
-                lookup=self._keys.lookup,
-                now=time.time(),
-                services=SERVICES,
             )
         except SignatureRejected as err:
             raise Refused(AwsError(403, err.code, err.message)) from err
@@ -214,7 +243,9 @@ class AwsEndpoint:
             if op is None:
                 raise Refused(client_fault("batch", f"{request.method} {path} is not an operation"))
             data = _json_object(body) if body and request.method == "POST" else {}
-            data = {**data, "resourceArn": unquote(path.removeprefix(batch.TAGS_PREFIX))}
+            # The ARN as sent, decoded once (the routed path is decoded already).
+            raw = request.raw_path.split("?", 1)[0].removeprefix(batch.TAGS_PREFIX)
+            data = {**data, "resourceArn": unquote(raw)}
             if request.method == "DELETE":
                 data["tagKeys"] = request.query.getall("tagKeys", [])
         else:
@@ -365,7 +396,12 @@ def _family(request: web.Request) -> str:
 
 async def _body(request: web.Request, family: str) -> bytes:
     try:
-        return await request.read()
+        async with asyncio.timeout(BODY_TIMEOUT_SECONDS):
+            return await request.read()
+    except TimeoutError:
+        raise Refused(
+            client_fault(family, f"the body did not arrive within {BODY_TIMEOUT_SECONDS:.0f} s")
+        ) from None
     except web.HTTPRequestEntityTooLarge:
         raise Refused(client_fault(family, f"the body exceeds {MAX_BODY_BYTES} bytes")) from None
 

@@ -80,7 +80,8 @@ def _canonical_headers(headers: Callable[[str], list[str]], names: list[str]) ->
             raise SignatureRejected(
                 "IncompleteSignatureException", f"signed header {name!r} is not in the request"
             )
-        lines.append(f"{name}:{','.join(sorted(' '.join(v.split()) for v in values))}")
+        # As botocore joins them: in the order sent, whitespace collapsed.
+        lines.append(f"{name}:{','.join(' '.join(v.split()) for v in values)}")
     return "\n".join(lines) + "\n"
 
 
@@ -105,18 +106,35 @@ def _signing_key(secret: bytes, date: str, region: str, service: str) -> bytes:
     return key
 
 
-def verify(
+class Credential(msgspec.Struct, frozen=True):
+    """What an Authorization header claims, checked against the key ring and the clock
+    (before the body is read: a request that cannot be signed costs no body)."""
+
+    key_id: str
+    date: str
+    region: str
+    service: str
+    scope: str
+    signed_names: str
+    signature: str
+    amz_date: str
+    secret: bytes
+    principal: Principal
+
+
+# Headers that choose what a request does: signed whenever they are sent (as AWS wants
+# every x-amz-* header a request sends signed).
+ROUTING_HEADERS = ("x-amz-target",)
+
+
+def credential(
     *,
-    method: str,
-    raw_path: str,
-    raw_query: str,
     headers: Callable[[str], list[str]],
-    body: bytes,
     lookup: Lookup,
     now: float,
     services: Iterable[str],
-) -> Signed:
-    """The principal of a correctly signed, fresh request; `SignatureRejected` else.
+) -> Credential:
+    """The request's claimed key, scope and date, all checked; `SignatureRejected` else.
 
     `headers(name)` returns every value of a (lower-case) header name.
     """
@@ -132,8 +150,8 @@ def verify(
             "Authorization header requires 'Credential', 'SignedHeaders' and 'Signature' "
             f"with algorithm {ALGORITHM}",
         )
-    credential, signed_names, signature = match.groups()
-    scope_parts = credential.split("/")
+    claimed, signed_names, signature = match.groups()
+    scope_parts = claimed.split("/")
     if len(scope_parts) != 5 or scope_parts[4] != "aws4_request":
         raise SignatureRejected(
             "IncompleteSignatureException",
@@ -149,6 +167,11 @@ def verify(
         raise SignatureRejected(
             "IncompleteSignatureException", "SignedHeaders must be sorted and include host"
         )
+    unsigned = [h for h in ROUTING_HEADERS if headers(h) and h not in names]
+    if unsigned:
+        raise SignatureRejected(
+            "IncompleteSignatureException", f"SignedHeaders must include {', '.join(unsigned)}"
+        )
     amz_date = (headers("x-amz-date") or [""])[0]
     try:
         signed_at = _epoch(amz_date)
@@ -156,7 +179,7 @@ def verify(
         raise SignatureRejected(
             "IncompleteSignatureException", "X-Amz-Date must be a date like 20260101T000000Z"
         ) from None
-    if "x-amz-date" not in names or not amz_date.startswith(date):
+    if "x-amz-date" not in names or len(date) != 8 or amz_date[:8] != date:
         raise SignatureRejected(
             "IncompleteSignatureException", "X-Amz-Date must be signed and match the scope"
         )
@@ -174,6 +197,30 @@ def verify(
             "UnrecognizedClientException", "The security token included in the request is invalid."
         )
     secret, principal = found
+    return Credential(
+        key_id=key_id,
+        date=date,
+        region=region,
+        service=service,
+        scope="/".join(scope_parts[1:]),
+        signed_names=signed_names,
+        signature=signature,
+        amz_date=amz_date,
+        secret=secret,
+        principal=principal,
+    )
+
+
+def check_signature(
+    claim: Credential,
+    *,
+    method: str,
+    raw_path: str,
+    raw_query: str,
+    headers: Callable[[str], list[str]],
+    body: bytes,
+) -> Signed:
+    """The request as sent, signed with the claimed key: its principal; refused else."""
     body_hash = hashlib.sha256(body).hexdigest()
     declared = headers("x-amz-content-sha256")
     if declared and declared[0] != body_hash:
@@ -185,26 +232,43 @@ def verify(
             method.upper(),
             _canonical_uri(raw_path),
             _canonical_query(raw_query),
-            _canonical_headers(headers, names),
-            signed_names,
+            _canonical_headers(headers, claim.signed_names.split(";")),
+            claim.signed_names,
             body_hash,
         )
     )
     to_sign = "\n".join(
         (
             ALGORITHM,
-            amz_date,
-            "/".join(scope_parts[1:]),
+            claim.amz_date,
+            claim.scope,
             hashlib.sha256(canonical.encode()).hexdigest(),
         )
     )
-    expected = hmac.new(
-        _signing_key(secret, date, region, service), to_sign.encode(), hashlib.sha256
-    ).hexdigest()
-    if not hmac.compare_digest(expected, signature):
+    key = _signing_key(claim.secret, claim.date, claim.region, claim.service)
+    expected = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(expected, claim.signature):
         raise SignatureRejected(
             "InvalidSignatureException",
             "The request signature we calculated does not match the signature you provided. "
             "Check your AWS Secret Access Key and signing method.",
         )
-    return Signed(principal, key_id, region, service)
+    return Signed(claim.principal, claim.key_id, claim.region, claim.service)
+
+
+def verify(
+    *,
+    method: str,
+    raw_path: str,
+    raw_query: str,
+    headers: Callable[[str], list[str]],
+    body: bytes,
+    lookup: Lookup,
+    now: float,
+    services: Iterable[str],
+) -> Signed:
+    """The principal of a correctly signed, fresh request; `SignatureRejected` else."""
+    claim = credential(headers=headers, lookup=lookup, now=now, services=services)
+    return check_signature(
+        claim, method=method, raw_path=raw_path, raw_query=raw_query, headers=headers, body=body
+    )

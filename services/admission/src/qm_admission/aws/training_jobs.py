@@ -23,7 +23,7 @@ from quartermaster.core.model import ACTIVE_STATUSES, Attempt, Job, JobStatus
 from quartermaster.core.training_job import training_job_arn, training_job_name
 
 Body = dict[str, Any]
-_NAME = re.compile(r"^(?P<stem>.+)-(?P<prefix>[0-9a-f]{8})-(?P<attempt>[0-9]+)$")
+_NAME = re.compile(r"^(?P<stem>.+)-(?P<prefix>[0-9a-f]{8})-(?P<attempt>[0-9]{1,9})$")
 _PAYLOAD_MEMBERS = (
     "AlgorithmSpecification",
     "RoleArn",
