@@ -19,7 +19,7 @@ from qm_node_agent.agent import NodeAgent
 from quartermaster import events as ev
 from quartermaster.bus.feed import feed_stream, feed_subject
 from quartermaster.core import JobStatus
-from quartermaster.eventlog import subjects
+from quartermaster.eventlog import host_relay, subjects
 from quartermaster.eventlog.host_feed import decode_view
 from quartermaster.eventlog.host_reader import HostFeedFollower
 
@@ -131,3 +131,87 @@ async def test_an_agent_on_a_share_of_its_process_fold_needs_no_feed(cluster: Cl
         await cluster.until_status("j", JobStatus.SUCCEEDED)
     await cluster.run("after", payload("echo hello"))  # the fold reads on without it
     assert "after" in cluster.follower.state.jobs
+
+
+def views_sent(cluster: Cluster, monkeypatch: pytest.MonkeyPatch, host: str) -> list[Any]:
+    """Each view of `host` the relay publishes from now on, decoded, in order."""
+    js = cluster.log.js
+    real_publish = js.publish
+    sent: list[Any] = []
+    subject = feed_subject(host, cluster.log.prefix)
+
+    async def publish(to: str, data: bytes, *args: Any, **kwargs: Any) -> Any:
+        if to == subject:
+            sent.append(decode_view(data))
+        return await real_publish(to, data, *args, **kwargs)
+
+    monkeypatch.setattr(js, "publish", publish)
+    return sent
+
+
+async def ended_on_h1(cluster: Cluster, job_id: str) -> None:
+    """h1's reports of a short job, as its agent sends them: the job ends, h1 is free."""
+    job = cluster.job(job_id)
+    at, attempt = time.time(), job.attempt_no
+    reports = subjects.reports("h1", cluster.log.prefix)
+    await cluster.append(
+        reports,
+        ev.JobStarting(at=at, job_id=job_id, attempt=attempt, host="h1"),
+        ev.JobRunning(at=at, job_id=job_id, attempt=attempt, host="h1"),
+    )
+    succeeded = ev.JobSucceeded(at=at, job_id=job_id, attempt=attempt, host="h1", exit_code=0)
+    await cluster.append(reports, succeeded)
+
+
+async def h1_registered(cluster: Cluster) -> None:
+    registered = ev.HostRegistered(at=time.time(), host_id="h1", instance_type=UNIT, gpu_count=0)
+    await cluster.append(subjects.reports("h1", cluster.log.prefix), registered)
+    await cluster.relay.flush()
+
+
+async def test_a_view_that_only_frees_its_host_goes_out_with_the_next_dispatch(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job ends on h1 and the next job is dispatched there soon after: h1's agent gets
+    one view, the new job's, not a view of the free host first."""
+    await h1_registered(cluster)
+    await cluster.run("first", payload("true"))
+    await cluster.submit("next", payload("true"))
+    await cluster.relay.flush()
+    sent = views_sent(cluster, monkeypatch, "h1")
+    await ended_on_h1(cluster, "first")
+    await asyncio.sleep(0.05)  # the scheduler's pass
+    await cluster.dispatch("next")
+    await cluster.relay.flush()
+    assert [(v.host.holder, [j.job_id for j in v.jobs]) for v in sent] == [("next", ["next"])]
+
+
+async def test_a_freed_host_no_dispatch_comes_for_gets_its_view(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The held view goes out on its own once no dispatch came: h1's agent learns the
+    job is over (and forgets its record) without waiting for another change."""
+    await h1_registered(cluster)
+    await cluster.run("only", payload("true"))
+    await cluster.relay.flush()
+    sent = views_sent(cluster, monkeypatch, "h1")
+    await ended_on_h1(cluster, "only")
+    await cluster.until("h1's view shows it free", lambda: bool(sent), timeout=5)
+    ((view,),) = [sent]
+    assert (view.host.holder, view.jobs) == (None, [])
+
+
+async def test_a_freed_host_whose_entry_changes_too_gets_its_view_at_once(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Held is only a view that frees its host and says nothing else new: a drain in the
+    same message goes out without waiting."""
+    monkeypatch.setattr(host_relay, "HOLD_S", 3600.0)
+    await h1_registered(cluster)
+    await cluster.run("drained", payload("true"))
+    await cluster.relay.flush()
+    sent = views_sent(cluster, monkeypatch, "h1")
+    await ended_on_h1(cluster, "drained")
+    await cluster.request(ev.HostDrained(at=time.time(), host_id="h1"))
+    await cluster.until("h1's view shows the drain", lambda: bool(sent), timeout=5)
+    assert sent[-1].host.holder is None and sent[-1].host.drained

@@ -10,12 +10,20 @@ for that host is not sent again. `active()` says whether this instance publishes
 (the scheduler holding the host-liveness lease): when it turns true, and every
 `RESYNC_S` seconds, every known host is compared again, so a gap left by a
 previous publisher, or a change no message named, is closed.
+
+A view that only frees its host (its job ended there, and nothing else changed) is
+held back up to `HOLD_S`: the scheduler's next pass mostly dispatches a waiting job
+onto the host at once, and the view of that dispatch then says both, one message
+instead of two. The agent has nothing to do on a freed host but forget the ended
+attempt's record (it sent the end itself); a host no dispatch comes for gets the held
+view once `HOLD_S` has passed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
 import msgspec
@@ -25,13 +33,15 @@ from quartermaster.bus.feed import feed_stream, feed_subject
 from quartermaster.bus.jetstream import MSG_ID
 from quartermaster.bus.translate import NATS_FAILURES, bus_error
 from quartermaster.cancelling import cancel_and_wait
+from quartermaster.core import Host
 from quartermaster.eventlog.follower import LogFollower
-from quartermaster.eventlog.host_feed import encode_view, live_on, touched, view_of
+from quartermaster.eventlog.host_feed import HostView, encode_view, live_on, touched, view_of
 from quartermaster.events import AnyEvent
 
 log = logging.getLogger(__name__)
 
 RESYNC_S = 5.0
+HOLD_S = 0.2  # the most a view that only frees its host waits for the next dispatch
 
 
 class HostRelay:
@@ -44,6 +54,8 @@ class HostRelay:
         self._candidates: dict[str, set[str]] = {}  # host -> jobs that may be live there
         self._hosts_of: dict[str, set[str]] = {}  # job -> hosts it is a candidate on
         self._published: dict[str, bytes] = {}  # host -> its last view sent (seq 0)
+        self._shown: dict[str, Host | None] = {}  # host -> its entry in that view
+        self._held: dict[str, float] = {}  # host -> when its held view goes out (monotonic)
         self._dirty: set[str] = set()
         self._publishing: set[str] = set()  # hosts whose view is being published
         self._wake = asyncio.Event()
@@ -67,7 +79,7 @@ class HostRelay:
     async def flush(self, timeout: float = 10.0) -> None:
         """Return once every host marked so far has been published (tests)."""
         async with asyncio.timeout(timeout):
-            while self._dirty or self._publishing or self._wake.is_set():
+            while self._dirty or self._publishing or self._held or self._wake.is_set():
                 await asyncio.sleep(0.01)
 
     def _on_message(self, seq: int, subject: str, events: list[AnyEvent]) -> None:
@@ -103,19 +115,26 @@ class HostRelay:
 
     async def _run(self) -> None:
         while True:
+            resync_at = time.monotonic() + RESYNC_S
+            wake_at = min(resync_at, *self._held.values()) if self._held else resync_at
             try:
-                async with asyncio.timeout(RESYNC_S):
+                async with asyncio.timeout(max(0.0, wake_at - time.monotonic())):
                     await self._wake.wait()
             except TimeoutError:
-                self._mark_all()
+                if time.monotonic() >= resync_at:
+                    self._mark_all()
+            now = time.monotonic()
+            self._dirty.update(host for host, due in self._held.items() if due <= now)
             self._wake.clear()
             active = self._active()
             if active and not self._was_active:
                 self._published.clear()  # another instance may have published meanwhile
+                self._shown.clear()
                 self._mark_all()
             self._was_active = active
             if not active:
                 self._dirty.clear()
+                self._held.clear()
                 continue
             while self._dirty:
                 await self._publish_marked()
@@ -162,7 +181,11 @@ class HostRelay:
             self._candidates.pop(host_id, None)
         same = encode_view(msgspec.structs.replace(view, seq=0))
         if self._published.get(host_id) == same:
+            self._held.pop(host_id, None)
             return
+        if self._holds(view):
+            return
+        self._held.pop(host_id, None)
         data = encode_view(view)
         subject = feed_subject(host_id, self._prefix)
         try:
@@ -172,4 +195,19 @@ class HostRelay:
         except NATS_FAILURES as err:
             raise bus_error(err, f"publish the view of {host_id}") from err
         self._published[host_id] = same
+        self._shown[host_id] = view.host
         self.published += 1
+
+    def _holds(self, view: HostView) -> bool:
+        """Whether to hold the view back: it frees its host and changes nothing else in
+        what was last sent for it, and has waited less than `HOLD_S`."""
+        host = view.host
+        if view.jobs or view.pools or host is None or host.holder is not None:
+            return False
+        shown = self._shown.get(view.host_id)
+        if shown is None or shown.holder is None:
+            return False
+        if msgspec.structs.replace(shown, holder=None, holder_env=None) != host:
+            return False
+        now = time.monotonic()
+        return now < self._held.setdefault(view.host_id, now + HOLD_S)
