@@ -304,6 +304,11 @@ async def test_checkpoints_follow_a_preempted_job_to_another_host(
         await cluster.until("it resumed on h2", lambda: (progress / "h2").exists(), timeout=60)
         await cluster.terminate("ckpt")
         await cluster.until_status("ckpt", JobStatus.FAILED, timeout=60)
+        # FAILED comes with the termination; the job stops after: wait for h2 to say so
+        # (the agents stop when this block ends, and a job outlives its agent).
+        await cluster.until(
+            "h2 stopped it", lambda: "h2" in cluster.job("ckpt").ended_hosts, timeout=60
+        )
 
     starts = (progress / "log").read_text().splitlines()
     assert starts[0] == "h1 starts at 0"
