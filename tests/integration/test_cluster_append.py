@@ -92,15 +92,23 @@ async def _read_all(log: JetStreamLog, until: int, tries: int = 5) -> list[LogEn
     LogFollower does: right after a node's restart the cluster may not answer a
     consumer create within its timeout (seen once in a full CI run; this file also
     failed once in three runs of the code before it under two busy loops)."""
+    read: list[LogEntry] = []
     for attempt in range(1, tries + 1):
         try:
             async with contextlib.aclosing(log.read(1, until)) as entries:
-                return [entry async for entry in entries]
+                read = [entry async for entry in entries]
         except TransientBusError:
             if attempt == tries:
                 raise
-            await asyncio.sleep(0.5)
-    raise AssertionError("unreachable")
+        else:
+            # A read that ends short of `until` is made again: right after the restart,
+            # the consumer's replica once said it was drained one message short of the
+            # acked end (m599 missing from the read, 1 in ~10 full runs); a lost append
+            # stays short on every try and fails the test.
+            if (read and read[-1].seq >= until) or attempt == tries:
+                return read
+        await asyncio.sleep(0.5)
+    return read
 
 
 async def test_kill_9_of_the_stream_leader_loses_and_duplicates_no_append(
