@@ -31,16 +31,21 @@ def stack_roles_file(data_dir: Path | str) -> Path:
     return Path(data_dir) / "credentials" / ROLES_FILE
 
 
+def credentials_dir(data_dir: str | None) -> Path:
+    """As qm finds its credentials: `--data-dir`, `$QM_CREDENTIALS_DIR`, `$QM_DATA_DIR`,
+    then `./.qm-data` (`qm aws-env`, `qm keys`)."""
+    if data_dir:
+        return Path(data_dir) / "credentials"
+    if directory := os.environ.get("QM_CREDENTIALS_DIR"):
+        return Path(directory)
+    return Path(os.environ.get("QM_DATA_DIR") or DEFAULT_DATA_DIR) / "credentials"
+
+
 def _roles_file(args: argparse.Namespace) -> Path:
-    """As qm finds its credentials: `--roles-file`, `--data-dir`, `$QM_CREDENTIALS_DIR`,
-    `$QM_DATA_DIR`, then `./.qm-data`."""
+    """`--roles-file`, else the role map in the credentials dir."""
     if args.roles_file:
         return Path(args.roles_file)
-    if args.data_dir:
-        return stack_roles_file(args.data_dir)
-    if credentials := os.environ.get("QM_CREDENTIALS_DIR"):
-        return Path(credentials) / ROLES_FILE
-    return stack_roles_file(os.environ.get("QM_DATA_DIR") or DEFAULT_DATA_DIR)
+    return credentials_dir(args.data_dir) / ROLES_FILE
 
 
 def store_values(access: S3Access) -> dict[str, str]:

@@ -11,26 +11,15 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import shlex
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
+from quartermaster.cli.aws_env import credentials_dir
 from quartermaster.cli.options import principal_arguments
 from quartermaster.cli.tables import render
 from quartermaster.client.credentials import DEFAULT_DATA_DIR
-
-
-def credentials_dir(data_dir: str | None) -> Path:
-    """As qm finds its credentials: `--data-dir`, `$QM_CREDENTIALS_DIR`, `$QM_DATA_DIR`,
-    then `./.qm-data`."""
-    if data_dir:
-        return Path(data_dir) / "credentials"
-    if directory := os.environ.get("QM_CREDENTIALS_DIR"):
-        return Path(directory)
-    return Path(os.environ.get("QM_DATA_DIR") or DEFAULT_DATA_DIR) / "credentials"
 
 
 def _issue(args: argparse.Namespace) -> int:
