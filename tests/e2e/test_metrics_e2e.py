@@ -104,6 +104,8 @@ def test_qm_up_answers_for_every_part_on_livez_and_readyz(make_stack: StackFacto
     stack = make_stack(nodes=2, metrics_port=0)
     url = stack.stack.metrics_url
     assert url is not None
+    # Readiness converges: each agent's first heartbeat is stored a moment after it starts.
+    until("every part is ready", lambda: health(url, "readyz")[0] == 200)
     status, checks = health(url, "readyz")
     assert status == 200, [(name, c) for name, c in checks.items() if not c["ok"]]
     parts = {name.split(".", 1)[0] for name in checks if "." in name}
