@@ -19,8 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from quartermaster.auth import Role
-from quartermaster.auth.access_keys import AccessKey, AccessKeyError, AccessKeyFile, write_private
+from quartermaster.auth.access_keys import AccessKey, AccessKeyError, AccessKeyFile
 from quartermaster.embedded.seaweedfs import ALL_ACTIONS, Identity, S3Keys
+from quartermaster.files import write_whole
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ def write_sdk_config(path: Path, bucket: str) -> Path:
         f"        DefaultS3Bucket: {bucket}\n"
     )
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    write_private(path, text.encode())
+    write_whole(path, text)
     return path
 
 

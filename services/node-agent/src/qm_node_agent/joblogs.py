@@ -34,6 +34,7 @@ import msgspec
 from qm_node_agent.layout import Layout
 from quartermaster.bus import joblogs as wire
 from quartermaster.bus.joblogs import LogReply, LogRequest
+from quartermaster.files import write_whole
 
 log = logging.getLogger(__name__)
 
@@ -108,9 +109,7 @@ class LogKeeper:
         with open(live, "r+b") as handle:
             if not _punch(handle.fileno(), start, end - start):
                 return 0
-        tmp = hole_path.with_suffix(".tmp")
-        tmp.write_bytes(msgspec.json.encode(LiveHole(start=start, end=end)))
-        os.replace(tmp, hole_path)
+        write_whole(hole_path, msgspec.json.encode(LiveHole(start=start, end=end)), mode=0o644)
         return end - (known.end if known is not None else start)
 
     def keep_orphans(self, live_stems: set[str], now: float) -> None:
@@ -272,9 +271,7 @@ def _mark_ended(kept: Path, ended_at: float, note_path: Path, size: int) -> None
 
 
 def _write_note(path: Path, note: KeptNote) -> None:
-    tmp = path.with_suffix(".note.tmp")
-    tmp.write_bytes(msgspec.json.encode(note))
-    os.replace(tmp, path)
+    write_whole(path, msgspec.json.encode(note), mode=0o644)
 
 
 def _read_note(path: Path) -> KeptNote | None:

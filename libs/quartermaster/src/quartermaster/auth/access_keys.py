@@ -20,7 +20,6 @@ import fcntl
 import logging
 import os
 import secrets
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from quartermaster.auth.principal import Principal, Role, ShareRef
+from quartermaster.files import write_whole
 
 log = logging.getLogger(__name__)
 
@@ -74,23 +74,6 @@ def new_key_id() -> str:
 def new_secret() -> str:
     """40 characters, as AWS's."""
     return secrets.token_urlsafe(30)
-
-
-def write_private(path: Path, data: bytes) -> None:
-    """Replace `path` whole (mode 0600): written under a name of its own, synced, then
-    renamed over it, so a reader sees the old file or the new one and two writers never
-    share a temporary file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 class AccessKeyFile:
@@ -232,7 +215,7 @@ class AccessKeyFile:
 
     def _save(self, records: list[AccessKey]) -> None:
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        write_private(self.path, msgspec.json.encode(_Records(keys=records)) + b"\n")
+        write_whole(self.path, msgspec.json.encode(_Records(keys=records)) + b"\n", sync=True)
 
 
 class KeyRing:

@@ -15,7 +15,6 @@ stay valid across restarts); the `qm` CLI and the Python client read
 from __future__ import annotations
 
 import datetime as dt
-import os
 import secrets
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -25,16 +24,13 @@ import msgspec
 from quartermaster.auth import pki
 from quartermaster.auth.principal import Role, ShareRef
 from quartermaster.auth.tokens import issue_token, new_signing_key
+from quartermaster.files import write_whole
 
 SERVER_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
 def _write(path: Path, data: bytes, *, private: bool) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)
-    os.replace(tmp, path)
+    write_whole(path, data, mode=0o600 if private else 0o644)
 
 
 class LocalCredentials(msgspec.Struct, frozen=True):

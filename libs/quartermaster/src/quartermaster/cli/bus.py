@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import msgspec
 
 from quartermaster.client.credentials import DEFAULT_DATA_DIR
+from quartermaster.files import write_whole
 
 if TYPE_CHECKING:  # the bus extra (nats-py) is imported only where a command reads the bus
     from quartermaster.audit.settings import AuditSettings
@@ -79,9 +80,7 @@ def data_dir_of(given: str | None, environ: Mapping[str, str] | None = None) -> 
 def write_stack_file(data_dir: Path, stack: StackFile) -> Path:
     """Write `stack.json` whole (a reader never sees half of it)."""
     path = Path(data_dir) / STACK_FILE
-    tmp = path.with_name(f".{STACK_FILE}.tmp")
-    tmp.write_bytes(msgspec.json.format(msgspec.json.encode(stack)) + b"\n")
-    os.replace(tmp, path)
+    write_whole(path, msgspec.json.format(msgspec.json.encode(stack)) + b"\n", mode=0o644)
     return path
 
 

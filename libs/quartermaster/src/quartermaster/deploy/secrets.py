@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import re
-import secrets
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -47,6 +45,7 @@ from quartermaster.embedded.nats_auth import (
     user_name,
 )
 from quartermaster.embedded.nats_credentials import NatsPasswords
+from quartermaster.files import write_whole
 
 CREDENTIALS = "credentials"
 NATS = "nats"
@@ -179,8 +178,4 @@ def _write_part(directory: Path, files: Mapping[str, bytes]) -> None:
         path = directory / name
         if path.is_file() and path.read_bytes() == data:
             continue
-        tmp = directory / f".{name}.{secrets.token_hex(4)}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
+        write_whole(path, data)

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from quartermaster.bus.access import NatsCredentials
+from quartermaster.files import write_whole
 
 SERVER_CONFIG = "nats-server.conf"
 
@@ -29,7 +30,7 @@ class NatsPasswords:
         path = self._path(user)
         with contextlib.suppress(FileNotFoundError):
             return path.read_text().strip()
-        _write_private(path, secrets.token_urlsafe(32) + "\n")
+        write_secret(path, secrets.token_urlsafe(32) + "\n")
         return path.read_text().strip()  # another process may have won the race: theirs
 
     def password_file(self, user: str) -> Path:
@@ -47,7 +48,7 @@ class NatsPasswords:
     def write_server_config(self, text: str) -> Path:
         """Write the rendered server config (it holds every password) with mode 0600."""
         path = self.directory / SERVER_CONFIG
-        _write_private(path, text, replace=True)
+        write_secret(path, text, replace=True)
         return path
 
     def _path(self, user: str) -> Path:
@@ -56,20 +57,9 @@ class NatsPasswords:
         return self.directory / f"{user}.password"
 
 
-def _write_private(path: Path, text: str, *, replace: bool = False) -> None:
-    """Put `text` at `path`, readable by its owner only (never briefly wider, never half
-    written); without `replace` an existing file is kept."""
+def write_secret(path: Path, text: str, *, replace: bool = False) -> None:
+    """Put `text` at `path` (mode 0600, in a directory only its owner reads); without
+    `replace` an existing file is kept (someone made it first)."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(path.parent, 0o700)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
-        if replace:
-            os.replace(tmp, path)
-        else:
-            with contextlib.suppress(FileExistsError):  # kept: someone made it first
-                os.link(tmp, path)  # atomic, and fails if the file exists
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_whole(path, text, keep_existing=not replace)

@@ -44,7 +44,7 @@ from quartermaster.embedded.errors import (
     TransientEmbeddedServerError,
 )
 from quartermaster.embedded.managed import ManagedServer
-from quartermaster.embedded.nats_credentials import _write_private
+from quartermaster.embedded.nats_credentials import write_secret
 from quartermaster.objectstore.access import DEFAULT_REGION, S3Access
 
 _BINARY = "weed"
@@ -114,7 +114,7 @@ def s3_keys(credentials_dir: Path) -> S3Keys:
             access_key_id="QM" + secrets.token_hex(9).upper(),
             secret_access_key=secrets.token_urlsafe(30),
         )
-        _write_private(path, msgspec.json.encode(made).decode() + "\n")
+        write_secret(path, msgspec.json.encode(made).decode() + "\n")
     try:  # another process may have won the race: theirs
         return msgspec.json.decode(path.read_bytes(), type=S3Keys)
     except msgspec.DecodeError as err:
@@ -293,7 +293,7 @@ class EmbeddedSeaweedFS(ManagedServer):
             + [(f"api-{n}", i) for n, i in enumerate(self._extra)]
         ]
         path = self.credentials_dir / IDENTITIES_FILE
-        _write_private(path, json.dumps({"identities": identities}) + "\n", replace=True)
+        write_secret(path, json.dumps({"identities": identities}) + "\n", replace=True)
         return path
 
     def _wait_ready(self, process: subprocess.Popen[bytes], began: float) -> None:

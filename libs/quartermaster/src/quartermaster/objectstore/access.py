@@ -12,10 +12,11 @@ one mapping its default role to the embedded store):
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import msgspec
+
+from quartermaster.files import write_whole
 
 DEFAULT_REGION = "us-east-1"
 
@@ -65,9 +66,4 @@ class RoleMap(msgspec.Struct, frozen=True, kw_only=True):
 
     def save(self, path: str | Path) -> None:
         """Written whole (a reader never sees half of it), readable by its owner only."""
-        target = Path(path)
-        tmp = target.with_name(target.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(msgspec.json.format(msgspec.json.encode(self)))
-        os.replace(tmp, target)
+        write_whole(path, msgspec.json.format(msgspec.json.encode(self)))

@@ -32,6 +32,7 @@ from qm_node_agent.contract.spec import Channel, Contract
 from qm_node_agent.errors import LaunchError
 from qm_node_agent.spares import empty_folder
 from quartermaster.events import FailureClass
+from quartermaster.files import write_whole
 from quartermaster.objectstore import (
     S3Access,
     S3Location,
@@ -331,6 +332,4 @@ def _read_manifest(path: Path) -> dict[str, _ChannelRecord]:
 
 
 def _write_manifest(path: Path, records: dict[str, _ChannelRecord]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(msgspec.json.encode(records))
-    os.replace(tmp, path)
+    write_whole(path, msgspec.json.encode(records), mode=0o644)

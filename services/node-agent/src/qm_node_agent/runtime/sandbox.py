@@ -11,7 +11,6 @@ starts. Pure file work here; the docker calls are in docker.py.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 from qm_node_agent.errors import LaunchError
 from qm_node_agent.launch import LaunchSpec
 from qm_node_agent.layout import safe_name
+from quartermaster.files import write_whole
 
 CHAIN_LABEL = "org.quartermaster.warm-chain"
 HOST_LABEL = "org.quartermaster.warm-host"  # agents sharing an engine free only their own
@@ -57,9 +57,7 @@ def write_job_script(files: ChainFiles, spec: LaunchSpec, command: list[str], ca
     lines.append(f"command -v {program} >/dev/null 2>&1 || {{ echo {failed} >&2; exit 127; }}")
     lines.append("exec " + " ".join(shlex.quote(word) for word in command))
     path = files.control / JOB_SCRIPT
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_whole(path, "\n".join(lines) + "\n", mode=0o644)
 
 
 def image_ref(registry: str, image: str) -> str:
