@@ -13,7 +13,6 @@ buckets; an auditor's reads them. Jobs keep the store's own keys, which the API 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +20,7 @@ from pathlib import Path
 from quartermaster.auth import Role
 from quartermaster.auth.access_keys import AccessKey, AccessKeyError, AccessKeyFile
 from quartermaster.embedded.seaweedfs import ALL_ACTIONS, Identity, S3Keys
-from quartermaster.files import write_whole
+from quartermaster.files import Stamp, stamp_of, write_whole
 
 log = logging.getLogger(__name__)
 
@@ -70,15 +69,13 @@ async def mirror_keys(
 ) -> None:
     """Hand every change of the key file to `apply` (runs until cancelled)."""
     path = AccessKeyFile(credentials_dir).path
-    seen: tuple[int, int] | None = None
+    seen: Stamp | None = None
     while True:
-        with contextlib.suppress(FileNotFoundError):
-            stat = path.stat()
-            stamp = (stat.st_mtime_ns, stat.st_size)
-            if stamp != seen:
-                try:
-                    apply(await asyncio.to_thread(store_identities, credentials_dir, bucket))
-                    seen = stamp
-                except (AccessKeyError, OSError, ValueError) as err:
-                    log.warning("access keys changed but cannot be read: %s", err)
+        stamp = stamp_of(path)
+        if stamp is not None and stamp != seen:
+            try:
+                apply(await asyncio.to_thread(store_identities, credentials_dir, bucket))
+                seen = stamp
+            except (AccessKeyError, OSError, ValueError) as err:
+                log.warning("access keys changed but cannot be read: %s", err)
         await asyncio.sleep(WATCH_SECONDS)

@@ -49,3 +49,18 @@ def write_whole(
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+Stamp = tuple[int, int, int]
+
+
+def stamp_of(path: Path | str) -> Stamp | None:
+    """What tells a rewrite of `path` from the file last read: (inode, mtime, size), None
+    where there is none. The inode is there because `write_whole` renames a new file in:
+    a rewrite within one tick of the file system's clock, at the same size, still shows.
+    A file that cannot be looked at (gone, or no right to) is None too."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return (stat.st_ino, stat.st_mtime_ns, stat.st_size)

@@ -28,7 +28,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from quartermaster.auth.principal import Principal, Role, ShareRef
-from quartermaster.files import write_whole
+from quartermaster.files import Stamp, stamp_of, write_whole
 
 log = logging.getLogger(__name__)
 
@@ -228,17 +228,15 @@ class KeyRing:
 
     def __init__(self, directory: Path | str) -> None:
         self._file = AccessKeyFile(directory)
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: Stamp | None = None
         self._keys: dict[str, tuple[bytes, Principal]] = {}
         self.problem: str | None = None
 
     def _refresh(self) -> None:
-        try:
-            stat = self._file.path.stat()
-        except FileNotFoundError:
+        stamp = stamp_of(self._file.path)
+        if stamp is None:
             self._keys, self._stamp = {}, None
             return
-        stamp = (stat.st_mtime_ns, stat.st_size)
         if stamp == self._stamp:
             return
         try:
