@@ -12,6 +12,7 @@ import asyncio
 import io
 import os
 import tarfile
+import urllib.request
 
 import grpc
 import msgspec
@@ -99,6 +100,12 @@ def test_seed_scenario_on_a_secured_stack_of_containers() -> None:
     stack = QuartermasterStack()
     with stack:
         assert len(containers_of(stack)) == 1 + 1 + 1 + 1 + 2 + 1 + 3
+        # Started means ready: every service answers /readyz beside its /metrics.
+        parts = {"admission", "scheduler-1", "scheduler-2", "warmpool", *stack.host_ids}
+        assert set(stack.metrics_urls) == parts
+        for name, url in stack.metrics_urls.items():
+            with urllib.request.urlopen(url.replace("/metrics", "/readyz"), timeout=5) as reply:
+                assert reply.status == 200, name
         assert stack.credentials_dir is not None
         ca = stack.credentials_dir / "ca.pem"
         forged = Quartermaster(stack.address, 5, token="forged", ca_file=ca)

@@ -109,7 +109,11 @@ class QuartermasterStack:
     `nats_url` (comma-separated on a cluster), `postgres_url`, `s3_access` (the S3
     store's endpoint and keys) and `role_map` (`role_arn` -> that store, as admission
     and the agents read it), `host_ids`, and `containers` (part name -> testcontainers
-    container, e.g. to `logs("scheduler-1")`).
+    container, e.g. to `logs("scheduler-1")`), and `metrics_urls` (part name ->
+    its `/metrics` URL; `/livez` and `/readyz` beside it). `start` returns once every
+    service answers 200 on `/readyz` (connected, caught up, leading or standing by,
+    heartbeats written and the runtime answering) and admission lists every node
+    HEALTHY.
     `extra_env` adds or overrides variables per part kind (`{"scheduler":
     {"QM_SCHEDULER_LEASE_TTL_SECONDS": "3"}}`).
     """
@@ -165,6 +169,7 @@ class QuartermasterStack:
         self.nats_url = ""
         self.postgres_url = ""
         self.credentials_dir: Path | None = None
+        self.metrics_urls: dict[str, str] = {}  # part name -> http://127.0.0.1:PORT/metrics
         self._role_map: RoleMap | None = None
         self._roles_file: Path | None = None  # the map as written, handed to each image
         self._client: Quartermaster | None = None
@@ -424,6 +429,7 @@ class QuartermasterStack:
             "QM_ADMISSION_GRPC_PORT": str(port),
             "QM_ADMISSION_SHUTDOWN_GRACE_SECONDS": "1",
             "QM_ADMISSION_ROLES_FILE": f"{MOUNTED_ROLES}/{ROLES_FILE}",
+            **self._metrics_env("admission", "QM_ADMISSION_"),
         }
         roles, group_add = self._roles_volume("admission")
         volumes: list[Volume] = [roles]
@@ -458,26 +464,42 @@ class QuartermasterStack:
         exists: admission made it); each is waited for once all are started."""
         probes: list[tuple[str, str]] = []
         for i in range(1, self.schedulers + 1):
+            name = f"scheduler-{i}"
             env = {
                 **self._bus_env("QM_SCHEDULER_", "scheduler"),
-                "QM_SCHEDULER_INSTANCE_ID": f"scheduler-{i}",
+                "QM_SCHEDULER_INSTANCE_ID": name,
+                **self._metrics_env(name, "QM_SCHEDULER_"),
             }
-            self._run(f"scheduler-{i}", "scheduler", env, restart=True)
-            probes.append((f"scheduler-{i}", "QM_SCHEDULER_NATS_URL"))
+            self._run(name, "scheduler", env, restart=True)
+            probes.append((name, "QM_SCHEDULER_METRICS_PORT"))
         env = {
             **self._bus_env("QM_WARMPOOL_", "warmpool"),
             "QM_WARMPOOL_TICK_SECONDS": str(self.tick_seconds),
+            **self._metrics_env("warmpool", "QM_WARMPOOL_"),
         }
         self._run("warmpool", "warmpool", env, restart=True)
-        probes.append(("warmpool", "QM_WARMPOOL_NATS_URL"))
+        probes.append(("warmpool", "QM_WARMPOOL_METRICS_PORT"))
         roles = self._roles_volume("node-agent")
         for host in self.host_ids:
             self._start_agent(host, roles)
+            probes.append((host, "QM_NODE_METRICS_PORT"))
+        probes.append(("admission", "QM_ADMISSION_METRICS_PORT"))  # its projection caught up
         for name, variable in probes:
-            probe = functools.partial(self._parts.exec_ok, name, ["qm-probe", "nats", variable])
-            self._parts.wait(name, "connected to NATS", probe)
-        for host in self.host_ids:
-            self._parts.wait_log(host, f"host={host} ready")
+            self._wait_ready(name, variable)
+
+    def _metrics_env(self, name: str, prefix: str) -> dict[str, str]:
+        """A port of its own for part `name`'s /metrics, /livez and /readyz."""
+        port = free_ports(1)[0]
+        self.metrics_urls[name] = f"http://127.0.0.1:{port}/metrics"
+        return {f"{prefix}METRICS_PORT": str(port)}
+
+    def _wait_ready(self, name: str, port_variable: str) -> None:
+        """Until part `name` answers 200 on /readyz (asked inside its container, as compose's
+        health check asks)."""
+        command = ["qm-probe", "http", port_variable, "/readyz"]
+        self._parts.wait(
+            name, "ready (/readyz)", functools.partial(self._parts.exec_ok, name, command)
+        )
 
     def _start_agent(self, host: str, roles: tuple[Volume, list[str]]) -> None:
         env = {
@@ -490,6 +512,7 @@ class QuartermasterStack:
             "QM_NODE_HEARTBEAT_SECONDS": str(self.heartbeat_seconds),
             "QM_NODE_STOP_GRACE_SECONDS": str(self.stop_grace_seconds),
             "QM_NODE_ROLES_FILE": f"{MOUNTED_ROLES}/{ROLES_FILE}",
+            **self._metrics_env(host, "QM_NODE_"),
         }
         volumes: list[Volume] = [roles[0]]
         group_add: list[str] = list(roles[1])
