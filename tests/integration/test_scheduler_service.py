@@ -147,3 +147,30 @@ async def test_restart_resumes_from_snapshot(jetstream_log: JetStreamLog) -> Non
     await restarted.follower.catch_up()
     assert restarted.follower.state.jobs["j1"].status is JobStatus.SCHEDULED
     await restarted.stop()
+
+
+async def test_queues_created_later_go_to_the_scheduler_that_relays_the_hosts_views(
+    jetstream_log: JetStreamLog,
+) -> None:
+    """Two schedulers race for each new queue's lease; the holder of the hosts' lease gets
+    it, so a dispatch and the host view it causes come from one process (no hop through
+    the log between two schedulers). Without that, each queue went to the quicker one."""
+    await seed(jetstream_log)  # queue q, before either starts
+    # The other one looks for free leases 10x as often: without the preference it wins.
+    first = Scheduler(settings("first", lease_renew_seconds=0.5), jetstream_log)
+    second = Scheduler(settings("second", lease_renew_seconds=0.05), jetstream_log)
+    async with running(first):
+        await until(lambda: first.leadership is not None and first._leads_hosts())
+        async with running(second):
+            await until(lambda: second.leadership is not None and second.follower is not None)
+            for name in ("q2", "q3", "q4"):
+                await append(
+                    jetstream_log,
+                    ev.JobQueueCreated(
+                        at=2, name=name, service_environment="env", scheduling_policy="fifo"
+                    ),
+                )
+            await until(lambda: first.led_queues() == {"q", "q2", "q3", "q4"}, timeout=15)
+            await asyncio.sleep(2.0)  # past a lease TTL: the other still takes none
+            assert first.led_queues() == {"q", "q2", "q3", "q4"}
+            assert second.led_queues() == frozenset() and not second._leads_hosts()

@@ -7,6 +7,14 @@ no fault at all. Here renewals run every `lease_renew_seconds` whatever the rest
 of the process does, with an ack timeout shorter than the TTL, so a slow write
 is retried before the lease lapses. The main loop only reads `led(key)` and is
 woken through `on_change` when this instance gains or loses a lease.
+
+One key may be the `anchor` (the host-liveness lease, whose holder relays the hosts'
+views): a free key goes first to the anchor's holder. Another instance lets it be for one
+lease TTL before taking it, so the queues' decisions and the views they cause are made
+in one process, not handed from one scheduler to the other through a delivery of the log
+(which lengthened every dispatch where two schedulers had split the leases at start). The
+anchor is renewed or taken first in each round, so a standby that takes over takes the
+anchor and then, in the same round, the rest.
 """
 
 from __future__ import annotations
@@ -43,8 +51,11 @@ class Leadership:
         servers: Sequence[str],
         stream: str,
         on_change: Callable[[], None],
+        anchor: str | None = None,
     ) -> None:
         self._settings = settings
+        self._anchor = anchor
+        self._deferred: dict[str, float] = {}  # free key -> when this instance first let it be
         self._servers = ",".join(servers)
         self._stream = stream
         self._on_change = on_change
@@ -182,10 +193,15 @@ class Leadership:
     async def _tick(self, leases: KvLease) -> None:
         s = self._settings
         before = set(self._led)
-        for key in self._wanted:
+        anchor = self._anchor if self._anchor in self._wanted else None
+        self._deferred = {k: t for k, t in self._deferred.items() if k in self._wanted}
+        keys = sorted(self._wanted, key=lambda key: key != anchor)  # the anchor first
+        for key in keys:
             try:
-                if not await leases.renew(key):
-                    await leases.acquire(key, s.holder_name, s.lease_ttl_seconds)
+                if await leases.renew(key) or self._defer(key, anchor, leases):
+                    continue
+                if await leases.acquire(key, s.holder_name, s.lease_ttl_seconds):
+                    self._deferred.pop(key, None)
             except BusError as err:
                 log.warning("lease %s: %s (retrying in %.2fs)", key, err, s.lease_renew_seconds)
         led = {key: until for key in self._wanted if (until := leases.valid_until(key))}
@@ -202,6 +218,16 @@ class Leadership:
                 self._on_change()
             except RuntimeError:  # the main loop is closing: nobody to wake
                 log.debug("leadership changed while the scheduler stops")
+
+    def _defer(self, key: str, anchor: str | None, leases: KvLease) -> bool:
+        """Whether to let free `key` be this round: another instance holds the anchor, and
+        this one has let the key be for less than a lease TTL."""
+        if anchor is None or key == anchor or leases.held(anchor):
+            self._deferred.pop(key, None)
+            return False
+        now = time.monotonic()
+        since = self._deferred.setdefault(key, now)
+        return now - since < self._settings.lease_ttl_seconds
 
     async def _release_all(self, leases: KvLease, bus: JetStreamLog) -> None:
         self._led = {}

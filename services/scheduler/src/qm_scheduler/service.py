@@ -86,6 +86,7 @@ class Scheduler:
             [server.geturl() for server in self.log.nc.servers],  # the same cluster
             self.log.stream,
             on_change=wake,
+            anchor=self._lease_key(HOSTS),
         )
         self._want_leases()
         await asyncio.to_thread(self.leadership.start)
