@@ -103,8 +103,9 @@ async def _read_all(log: JetStreamLog, until: int, tries: int = 5) -> list[LogEn
         else:
             # A read that ends short of `until` is made again: right after the restart,
             # the consumer's replica once said it was drained one message short of the
-            # acked end (m599 missing from the read, 1 in ~10 full runs); a lost append
-            # stays short on every try and fails the test.
+            # acked end (m599 missing from the read, 1 in ~10 full runs; `read` now asks
+            # the stream for the next message before it ends there); a lost append stays
+            # short on every try and fails the test.
             if (read and read[-1].seq >= until) or attempt == tries:
                 return read
         await asyncio.sleep(0.5)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -19,9 +20,11 @@ from quartermaster.bus import (
     LogEntry,
     PermanentBatchAppendError,
     PermanentBusError,
+    TransientBusError,
+    jetstream,
 )
 from quartermaster.bus.consumer import DLQ_REASON, DLQ_SEQ, DLQ_SUBJECT
-from quartermaster.bus.reader import OrderedReader
+from quartermaster.bus.reader import Delivered, OrderedReader
 from quartermaster.embedded import EmbeddedNats
 
 
@@ -466,3 +469,48 @@ async def test_a_reader_is_drained_only_once_what_the_server_sent_was_seen(
         assert await reader.drained(seen)
     finally:
         await reader.stop()
+
+
+async def test_a_bounded_read_does_not_end_where_the_consumer_says_so_one_message_early(
+    jetstream_log: JetStreamLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Right after a stream leader change the consumer said nothing was pending one
+    message before the end (a kill -9 test's read ended one short of an acked append);
+    an unfiltered read asks the stream for the next message before it ends."""
+    log = jetstream_log
+    for i in range(5):
+        await log.append(subject(log, "a"), f"m{i}".encode())
+    real_next = OrderedReader.next
+
+    async def early(self: OrderedReader, timeout: float | None) -> Delivered | None:
+        delivered = await real_next(self, timeout)
+        if delivered is not None and delivered.seq == 4:
+            return dataclasses.replace(delivered, num_pending=0)
+        return delivered
+
+    monkeypatch.setattr(OrderedReader, "next", early)
+    assert [entry.seq for entry in await read_all(log)] == [1, 2, 3, 4, 5]
+
+
+async def test_a_bounded_read_fails_rather_than_end_short_when_never_sent_the_next(
+    jetstream_log: JetStreamLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = jetstream_log
+    for i in range(3):
+        await log.append(subject(log, "a"), f"m{i}".encode())
+    real_next = OrderedReader.next
+
+    async def withholding(self: OrderedReader, timeout: float | None) -> Delivered | None:
+        delivered = await real_next(self, timeout)
+        if delivered is not None and delivered.seq == 3:
+            return None  # as if the consumer had skipped it and said it was drained
+        return delivered
+
+    async def drained(self: OrderedReader, last_seen: int) -> bool:
+        return True
+
+    monkeypatch.setattr(OrderedReader, "next", withholding)
+    monkeypatch.setattr(OrderedReader, "drained", drained)
+    monkeypatch.setattr(jetstream, "WITHHELD_S", 0.5)
+    with pytest.raises(TransientBusError, match="holds seq 3"):
+        await asyncio.wait_for(read_all(log), 10)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, NamedTuple
@@ -56,6 +57,7 @@ MSG_ID = "Nats-Msg-Id"
 EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
 EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
 EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
+WITHHELD_S = 5.0  # a bounded read stays drained while the next message is stored: fail
 _STREAM_NAME_IN_USE = 10058  # a stream with this name exists with another config
 _AUTHORIZATION_VIOLATION = "authorization violation"  # the server's -ERR for bad credentials
 
@@ -350,26 +352,65 @@ class JetStreamLog:
         )
         await reader.start()
         last_seen = from_seq - 1
+        unfiltered = subject_filter is None
+        withheld_since: float | None = None  # drained, yet the next message is stored
         try:
             while True:
                 entry = await reader.next(timeout=None if until_seq is None else 0.2)
                 if entry is None:
                     # Nothing came for a while: done if no match up to until_seq can come.
                     assert until_seq is not None
-                    if await reader.drained(last_seen) and await self.last_seq() >= until_seq:
+                    if not await reader.drained(last_seen):
+                        continue
+                    if await self._read_through(last_seen, until_seq, unfiltered):
                         return
+                    withheld_since = self._withheld(withheld_since, last_seen)
                     continue
-                last_seen = entry.seq
+                last_seen, withheld_since = entry.seq, None
                 yield LogEntry(
                     entry.seq, entry.subject, entry.data, entry.headers, entry.num_pending
                 )
                 if until_seq is not None and (
                     entry.seq >= until_seq
-                    or (entry.num_pending == 0 and await self.last_seq() >= until_seq)
+                    or (
+                        entry.num_pending == 0
+                        and await self._read_through(entry.seq, until_seq, unfiltered)
+                    )
                 ):
                     return
         finally:
             await reader.stop()
+
+    async def _read_through(self, last_seen: int, until_seq: int, unfiltered: bool) -> bool:
+        """Whether a read that saw up to `last_seen` has all the stream holds up to
+        `until_seq`. The consumer's word (nothing pending) is taken for a filtered read;
+        an unfiltered one also asks the stream for the next message: right after a
+        stream leader change the consumer said so one message early (a `qm log export`
+        could have ended one short)."""
+        if await self.last_seq() < until_seq:
+            return False  # not stored yet: it comes
+        if not unfiltered or last_seen >= until_seq:
+            return True
+        try:
+            await self._js.get_msg(self._stream, seq=last_seen + 1)
+        except nats.js.errors.NotFoundError:
+            return True  # deleted: nothing more to read up to it
+        except NATS_FAILURES as err:
+            raise bus_error(err, f"get message {last_seen + 1}") from err
+        return False
+
+    def _withheld(self, since: float | None, last_seen: int) -> float:
+        """Fail loudly, not short, if the reader stays drained while the stream holds the
+        next message (`WITHHELD_S`): the caller may read again from `last_seen + 1`."""
+        now = time.monotonic()
+        if since is None:
+            return now
+        if now - since > WITHHELD_S:
+            raise TransientBusError(
+                f"stream {self._stream} holds seq {last_seen + 1} but its reader was not "
+                f"sent it within {WITHHELD_S:g} s"
+            )
+        return since
 
     async def last_seq(self) -> int:
         """Seq of the newest message in the stream (0 when empty)."""
