@@ -33,7 +33,9 @@ async def test_a_silent_host_is_lost_and_a_beating_one_is_not(jetstream_log: Jet
     def status(host: str) -> HostStatus:
         return watcher.state.hosts[host].status
 
-    scheduler = Scheduler(settings("s1", heartbeat_timeout_seconds=TIMEOUT), jetstream_log)
+    scheduler = Scheduler(
+        settings("s1", heartbeat_timeout_seconds=TIMEOUT, liveness_grace_seconds=0), jetstream_log
+    )
     try:
         async with running(scheduler):
             await until(lambda: scheduler.liveness is not None and scheduler.liveness.ready)
@@ -91,7 +93,9 @@ async def test_a_restarted_scheduler_judges_no_loss_before_it_read_the_bucket(
         await run(self)
 
     monkeypatch.setattr(LivenessWatch, "_run", slow_run)
-    scheduler = Scheduler(settings("s1", heartbeat_timeout_seconds=TIMEOUT), jetstream_log)
+    scheduler = Scheduler(
+        settings("s1", heartbeat_timeout_seconds=TIMEOUT, liveness_grace_seconds=0), jetstream_log
+    )
     watcher = LogFollower(jetstream_log)
     await watcher.start()
 
@@ -110,3 +114,39 @@ async def test_a_restarted_scheduler_judges_no_loss_before_it_read_the_bucket(
     finally:
         await watcher.stop()
     assert scheduler.passes > 0
+
+
+async def test_a_restarted_stack_loses_no_host_whose_agent_beats_again_within_the_grace(
+    jetstream_log: JetStreamLog,
+) -> None:
+    # given: both hosts last beat at 50, before the stack stopped, and the log's clock
+    # jumps past their timeout as it comes back (the warm pool's first tick)
+    await seed(jetstream_log, hosts=2)
+    for host in ("h0", "h1"):
+        await send_beat(jetstream_log.js, jetstream_log.stream, Beat(host_id=host, at=50.0))
+    await tick(jetstream_log, 200.0)
+    grace = 1.5
+    scheduler = Scheduler(
+        settings("s1", heartbeat_timeout_seconds=TIMEOUT, liveness_grace_seconds=grace),
+        jetstream_log,
+    )
+    watcher = LogFollower(jetstream_log)
+    await watcher.start()
+
+    def status(host: str) -> HostStatus:
+        return watcher.state.hosts[host].status
+
+    try:
+        async with running(scheduler):
+            await until(lambda: scheduler.liveness is not None and scheduler.liveness.ready)
+            await asyncio.sleep(0.3)  # passes ran, within the grace
+            assert not scheduler.judges_liveness()
+            assert status("h0") is status("h1") is HostStatus.HEALTHY
+            # h0's agent is back and beats; h1's is not
+            await send_beat(jetstream_log.js, jetstream_log.stream, Beat(host_id="h0", at=200.5))
+            await tick(jetstream_log, 201.0)
+            # then: once the grace is over (a pass is woken for it), only h1 is lost
+            await until(lambda: status("h1") is HostStatus.LOST, timeout=grace + 5)
+            assert status("h0") is HostStatus.HEALTHY and scheduler.judges_liveness()
+    finally:
+        await watcher.stop()

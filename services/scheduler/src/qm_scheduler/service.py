@@ -51,6 +51,7 @@ class Scheduler:
         self.follower: LogFollower | None = None
         self.relay: HostRelay | None = None  # each host's view, for its node agent
         self.liveness: LivenessWatch | None = None  # hosts' heartbeats (not in the log)
+        self._watching_since: float | None = None  # monotonic: the bucket read at start
         self.leadership: Leadership | None = None
         self.snapshots: SnapshotStore | None = None
         self._dirty = asyncio.Event()
@@ -73,7 +74,7 @@ class Scheduler:
             self.relay = HostRelay(self.follower, active=self._leads_hosts)
         relay = self.relay
         self.liveness = LivenessWatch(self.log.nc, self.log.js, self.log.stream)
-        self.liveness.on_ready(self._dirty.set)  # losses may be judged from now on
+        self.liveness.on_ready(self._watching)
         loop = asyncio.get_running_loop()
 
         def wake() -> None:  # called from the lease thread
@@ -126,6 +127,20 @@ class Scheduler:
             await self.liveness.stop()
         if self.follower is not None:
             await self.follower.stop()
+
+    def _watching(self) -> None:
+        """The bucket's content at start is read: losses may be judged once it has been
+        watched for the grace (a pass is woken then)."""
+        self._watching_since = time.monotonic()
+        asyncio.get_running_loop().call_later(self.settings.liveness_grace, self._dirty.set)
+
+    def judges_liveness(self) -> bool:
+        """Whether this replica may judge hosts lost: it read the liveness bucket at start
+        (before, a silent host cannot be told from one whose beat has not arrived) and has
+        watched it for `liveness_grace` since (a host whose agent restarts with the stack
+        beats again within a timeout; its beat from before the stop is older)."""
+        since = self._watching_since
+        return since is not None and time.monotonic() - since >= self.settings.liveness_grace
 
     def _on_batch(self, seq: int, subject: str, events: list[AnyEvent]) -> None:
         self._since_snapshot += 1
@@ -201,7 +216,7 @@ class Scheduler:
             state = self.follower.state
             queues = self.led_queues()
             # No loss is judged before the hosts' heartbeats at start were read.
-            hosts = self.leadership.led(self._lease_key(HOSTS)) and self.liveness.ready
+            hosts = self.leadership.led(self._lease_key(HOSTS)) and self.judges_liveness()
             if not queues and not hosts:
                 return appended
             started = time.perf_counter()

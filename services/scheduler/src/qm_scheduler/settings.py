@@ -20,6 +20,10 @@ class SchedulerSettings(BusSettings, frozen=True, kw_only=True):
     lease_ttl_seconds: float = 1.5  # a leader silent this long is replaced
     lease_renew_seconds: float = 0.2  # renewals (and a standby's checks) this often
     heartbeat_timeout_seconds: float = 30.0
+    # After this replica starts, judge no host lost for this long (None: one heartbeat
+    # timeout): silence is judged only over a span it watched, so a stack restarted after
+    # a while down does not lose hosts whose agents have not beaten again yet.
+    liveness_grace_seconds: float | None = None
     snapshot_bucket: str = "qm-snapshots"
     snapshot_every: int = 2000  # messages folded between snapshots
     terminal_retention_seconds: float = 3600.0  # ended jobs leave the state after this (0: never)
@@ -38,6 +42,11 @@ class SchedulerSettings(BusSettings, frozen=True, kw_only=True):
                 f"most half of lease_ttl_seconds ({self.lease_ttl_seconds}): a renewal "
                 "needs a second try before the lease lapses"
             )
+
+    @property
+    def liveness_grace(self) -> float:
+        grace = self.liveness_grace_seconds
+        return self.heartbeat_timeout_seconds if grace is None else grace
 
     @property
     def holder_name(self) -> str:
