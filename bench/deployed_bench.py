@@ -17,6 +17,10 @@ secured unless `--plaintext`), in alternating order, and measures on each:
 - idle submit->RUNNING p50: jobs one after another (`e2e_bench.latency_run`);
 - CPU-seconds per 1000 jobs of each process over the timed N jobs (its children's too:
   an agent reaps the jobs' wrappers);
+- idle submit->RUNNING by phase, over the same jobs, from the log (each message's NATS
+  server timestamp, each event's own time): the call to the submit stored, to the
+  decision stored, to the agent's JobStarting, to its JobRunning, to that report
+  stored, and to the client's watch seeing RUNNING (p50 of each run);
 - for the topology, over the same N jobs: NATS messages per job (in + out, from each
   node's /varz; the part between the nodes from /routez, the part of each client
   connection from /connz, named by connection) and appends per job by stream and, in
@@ -33,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -53,6 +58,7 @@ import short_jobs_bench
 from e2e_bench import in_a_process as latency_in_a_process
 
 from quartermaster.bus.access import NatsCredentials
+from quartermaster.cli.bus import bus_target
 from quartermaster.client import Quartermaster, TrainingQueue
 from quartermaster.deploy.command import main as deploy_main
 from quartermaster.deploy.secrets import admin_credentials
@@ -258,6 +264,10 @@ class Topology:
         seconds["postgres"] = _postgres_cpu(self.root / "pg")
         return seconds
 
+    def phases(self, timed: list[Any]) -> dict[str, float]:
+        assert self.nats is not None
+        return start_phases(timed, self.nats.urls, self.admin(), LAYOUT.stream)
+
     def monitor(self) -> Monitor:
         assert self.nats is not None
         return Monitor.read([node.monitor_url for node in self.nats.nodes], self)
@@ -366,10 +376,70 @@ def set_up_queue(address: str, credentials_dir: Path | None) -> None:
         client.close()
 
 
+PHASES = (
+    "call -> submit stored",
+    "submit stored -> decision stored",
+    "decision stored -> JobStarting",
+    "JobStarting -> JobRunning (launch)",
+    "JobRunning -> stored",
+    "stored -> client saw RUNNING",
+)
+
+
+def start_phases(
+    timed: list[Any], servers: list[str], who: NatsCredentials, stream: str
+) -> dict[str, float]:
+    """p50 of each phase of the latency jobs (ms), read back from the log as `who`."""
+    options = who.connect_options()
+    if inbox := who.inbox_prefix():  # a user of its own gets replies on its own inboxes
+        options["inbox_prefix"] = inbox
+    seen = asyncio.run(_log_times(servers, options, stream, {t.job_id for t in timed}))
+    values: dict[str, list[float]] = {phase: [] for phase in PHASES}
+    for t in timed:
+        times = seen.get(t.job_id, {})
+        needed = ("JobSubmitted", "JobDispatched", "JobStarting@", "JobRunning@", "JobRunning")
+        if not all(key in times for key in needed):
+            continue
+        marks = [t.call, *(times[key] for key in needed), t.running]
+        for phase, (a, b) in zip(PHASES, itertools.pairwise(marks), strict=True):
+            values[phase].append((b - a) * 1e3)
+    return {phase: statistics.median(v) for phase, v in values.items() if v}
+
+
+async def _log_times(
+    servers: list[str], options: dict[str, Any], stream: str, jobs: set[str]
+) -> dict[str, dict[str, float]]:
+    """job id -> {event kind: stored at (server clock), kind@: the event's own `at`}."""
+    from quartermaster.eventlog.envelope import decode_batch
+
+    nc = await nats.connect(servers, name="qm-bench-phases", **options)
+    try:
+        js = nc.jetstream(timeout=10)
+        last = (await js.stream_info(stream)).state.last_seq
+        sub = await js.subscribe(f"{LAYOUT.subject_prefix}.>", stream=stream, ordered_consumer=True)
+        seen: dict[str, dict[str, float]] = {}
+        while last:
+            msg = await sub.next_msg(timeout=10)
+            stored = msg.metadata.timestamp.timestamp()
+            for event in decode_batch(msg.data):
+                job_id = getattr(event, "job_id", None)
+                if job_id in jobs:
+                    kinds = seen.setdefault(job_id, {})
+                    kinds.setdefault(type(event).__name__, stored)
+                    kinds.setdefault(f"{type(event).__name__}@", event.at)
+            if msg.metadata.sequence.stream >= last:
+                break
+        await sub.unsubscribe()
+        return seen
+    finally:
+        await nc.close()
+
+
 class Figures:
     def __init__(self) -> None:
         self.rates: list[float] = []
         self.latency_ms: list[float] = []
+        self.phases: dict[str, list[float]] = {}  # phase -> p50 ms, per run
         self.cpu: dict[str, list[float]] = {}  # part -> CPU-s per 1000 jobs, per run
         self.messages: list[Monitor] = []  # per run, over the timed jobs
 
@@ -384,6 +454,7 @@ def measure(
     figures: Figures,
     cpu: Callable[[], dict[str, float]],
     monitor: Callable[[], Monitor] | None = None,
+    log_phases: Callable[[list[Any]], dict[str, float]] | None = None,
 ) -> None:
     """The timed N jobs (CPU and messages over them), then the idle latency run."""
     set_up_queue(address, credentials_dir)
@@ -400,6 +471,9 @@ def measure(
     time.sleep(1.0)  # idle
     timed = latency_in_a_process(address, credentials_dir, run, rounds)
     figures.latency_ms.append(statistics.median(t.latency for t in timed) * 1e3)
+    if log_phases is not None:
+        for phase, p50 in log_phases(timed).items():
+            figures.phases.setdefault(phase, []).append(p50)
     total_cpu = sum(after_cpu.values()) - sum(before_cpu.values())
     line = (
         f"run {run} {name}: {figures.rates[-1]:.1f} jobs/s, submit->RUNNING p50"
@@ -430,6 +504,7 @@ def run_deployed(args: argparse.Namespace, run: int, figures: Figures) -> None:
             figures,
             topology.cpu,
             topology.monitor,
+            topology.phases,
         )
         topology.check_alive()
 
@@ -458,9 +533,17 @@ def run_qm_up(args: argparse.Namespace, run: int, figures: Figures) -> None:
                 seconds["jobs (reaped)"] = short_jobs_bench.children_cpu()
                 return seconds
 
+            def phases(timed: list[Any]) -> dict[str, float]:
+                flags = argparse.Namespace(
+                    data_dir=tmp, nats_url=None, stream=None, subject_prefix=None
+                )
+                target = bus_target(flags, environ={}).settings  # stack.json's auditor
+                who = target.nats_credentials()
+                return start_phases(timed, target.nats_url.split(","), who, target.stream)
+
             measure(
                 "qm up", stack.address, stack.credentials_dir, run, args.jobs, args.rounds,
-                figures, cpu,
+                figures, cpu, log_phases=phases,
             )  # fmt: skip
 
 
@@ -479,6 +562,12 @@ def report(args: argparse.Namespace, deployed: Figures, qm_up: Figures) -> None:
     if deployed.rates and qm_up.rates:
         ratios = [d / q for d, q in zip(deployed.rates, qm_up.rates, strict=False)]
         print(f"  deployed / qm up (same run)  jobs/s {summary(ratios, '.2f')}")
+    for name, f in (("deployed", deployed), ("qm up", qm_up)):
+        if f.phases:
+            print(f"  idle submit->RUNNING by phase, {name} (p50 of each run, ms):")
+            for phase in PHASES:
+                if phase in f.phases:
+                    print(f"    {phase:36} {summary(f.phases[phase], '.2f')}")
     for name, f in (("deployed", deployed), ("qm up", qm_up)):
         if f.cpu:
             print(f"  CPU-s per 1000 jobs, {name}:")
