@@ -42,7 +42,7 @@ from quartermaster import events as ev
 from quartermaster.auth import pki
 from quartermaster.bus import JetStreamLog, PermanentBusError
 from quartermaster.bus.access import NatsCredentials
-from quartermaster.bus.feed import feed_stream, feed_subject
+from quartermaster.bus.feed import fast_subject, feed_stream, feed_subject
 from quartermaster.bus.liveness import Beat, LivenessWatch, beat_subject, send_beat
 from quartermaster.cancelling import cancel_and_wait
 from quartermaster.core import JobStatus, State
@@ -205,6 +205,38 @@ async def test_a_node_agent_reads_only_its_own_hosts_views(secured_bus: SecuredB
         with pytest.raises(nats.errors.TimeoutError):
             await js.publish(feed_subject("h1", p), forged)
         await until_refused(feed_subject("h1", p), errors)
+        # The unstored copy of each view: h1 may read its own, not h2's, and write none.
+        await nc.subscribe(fast_subject("h2", p))
+        await until_refused(fast_subject("h2", p), errors, action="subscription")
+        await nc.publish(fast_subject("h1", p), forged)
+        await until_refused(fast_subject("h1", p), errors)
+
+
+async def test_a_view_sent_at_once_reaches_its_agent_before_the_feed_and_once(
+    secured_bus: SecuredBus,
+) -> None:
+    """The scheduler's unstored copy of a view reaches node h1 (no feed message needed);
+    the feed's copy of the same view is then applied no second time."""
+    bus, layout, p = secured_bus, secured_bus.layout, secured_bus.layout.subject_prefix
+    heard: list[int] = []
+    async with await bus.connect("node.h1") as node:
+        follower = HostFeedFollower(node, "h1")
+        follower.listen(lambda seq, _subject, _events: heard.append(seq))
+        await follower.start()
+        try:
+            view = encode_view(HostView(seq=3, host_id="h1"))
+            async with await bus.connect("scheduler") as scheduler:
+                await scheduler.nc.publish(fast_subject("h1", p), view)
+                await scheduler.nc.flush()
+                await follower.wait_for(3)
+                assert heard == [3]
+                await scheduler.js.publish(
+                    feed_subject("h1", p), view, stream=feed_stream(layout.stream)
+                )
+            await follower.catch_up()
+            assert follower.feed_seq >= 1 and heard == [3]
+        finally:
+            await follower.stop()
 
 
 async def test_no_service_may_change_purge_or_delete_the_stream(secured_bus: SecuredBus) -> None:

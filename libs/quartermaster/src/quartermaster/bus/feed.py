@@ -6,6 +6,12 @@ per subject, so a reader starting from the beginning gets its host's newest view
 and then every newer one. A reader's consumer is named and filtered, so its
 create request carries the filter in its subject (`CONSUMER.CREATE.<s>.<n>.<f>`)
 and NATS permissions can let node agent X create consumers on X's subject only.
+
+Each view also goes out at once, unstored, on `<p>_hosts.<host>.now` (outside the
+stream's subjects): the agent acts on it without waiting for the feed's replication,
+which was a third of an idle dispatch's way to the agent on a 3-replica stream. What a
+view says is already in the log when it is sent, so acting on it early is safe; the
+feed stays what a restarted agent reads, and the same view read twice is applied once.
 """
 
 from __future__ import annotations
@@ -31,6 +37,15 @@ def feed_subjects(prefix: str) -> str:
 
 def feed_subject(host_id: str, prefix: str) -> str:
     return f"{prefix}_hosts.{token(host_id)}.cmd"
+
+
+def fast_subjects(prefix: str) -> str:
+    """Where every view also goes at once, unstored (not the stream's: `*.now`)."""
+    return f"{prefix}_hosts.*.now"
+
+
+def fast_subject(host_id: str, prefix: str) -> str:
+    return f"{prefix}_hosts.{token(host_id)}.now"
 
 
 def feed_config(stream: str, prefix: str, replicas: int = 1) -> StreamConfig:

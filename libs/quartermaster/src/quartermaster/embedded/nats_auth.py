@@ -46,7 +46,13 @@ from enum import StrEnum
 import msgspec
 
 from quartermaster.bus.access import NatsCredentials
-from quartermaster.bus.feed import feed_stream, feed_subject, feed_subjects
+from quartermaster.bus.feed import (
+    fast_subject,
+    fast_subjects,
+    feed_stream,
+    feed_subject,
+    feed_subjects,
+)
 from quartermaster.bus.joblogs import logs_subject, logs_subjects
 from quartermaster.bus.liveness import beat_subject, liveness_stream
 from quartermaster.core.provenance import token
@@ -214,6 +220,7 @@ def permissions(role: Role, layout: BusLayout, host: str | None = None) -> Permi
         publish = [*own_subjects(role, layout, host), *_log_reader(layout)]
     if role is Role.SCHEDULER:
         publish += [*_scheduler_buckets(layout), *_liveness_reader(layout)]
+        publish.append(fast_subjects(layout.subject_prefix))  # views at once, unstored
     if role is Role.ADMISSION:
         publish += [logs_subjects(layout.subject_prefix), *_liveness_reader(layout)]
     inbox = NatsCredentials(user=user_name(role, host)).inbox_prefix()
@@ -221,6 +228,7 @@ def permissions(role: Role, layout: BusLayout, host: str | None = None) -> Permi
     if role is Role.NODE:
         assert host is not None
         subscribe.append(logs_subject(layout.subject_prefix, host))
+        subscribe.append(fast_subject(host, layout.subject_prefix))  # its views at once
     return Permissions(
         publish=tuple(publish), subscribe=tuple(subscribe), allow_responses=role is Role.NODE
     )

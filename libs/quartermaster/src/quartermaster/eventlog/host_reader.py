@@ -7,19 +7,27 @@ at. The feed keeps one view per host, so a restarted agent reads its newest
 view and goes on from there: nothing to replay, nothing missed (a view is the
 whole of what the log wants from the host, not a delta). Views older than the
 one it holds (a lagging publisher after a takeover) are skipped.
+
+Each view also comes at once on the host's unstored subject (`bus.feed.fast_subject`),
+before the feed has replicated it; whichever copy comes second is the same bytes and is
+skipped. A view missed there (a reconnect) still comes from the feed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
 import msgspec
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 
 from quartermaster.bus import JetStreamLog, TransientBusError
-from quartermaster.bus.feed import feed_stream, feed_subject
+from quartermaster.bus.feed import fast_subject, feed_stream, feed_subject
 from quartermaster.bus.reader import OrderedReader
+from quartermaster.bus.translate import NATS_FAILURES, bus_error
 from quartermaster.cancelling import cancel_and_wait
 from quartermaster.core import State
 from quartermaster.eventlog.host_feed import as_state, decode_view
@@ -54,6 +62,9 @@ class HostFeedFollower:
         self._listeners: list[Listener] = []
         self._advanced = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
+        self._fast: Subscription | None = None
+        self._applying = asyncio.Lock()  # the feed's copy and the fast one, one at a time
+        self._applied = b""  # the view last applied, as sent
 
     def listen(self, listener: Listener, *, first: bool = False) -> None:
         if first:
@@ -62,12 +73,24 @@ class HostFeedFollower:
             self._listeners.append(listener)
 
     async def start(self) -> None:
+        subject = fast_subject(self.host_id, self.log.prefix)
+        try:
+            self._fast = await self.log.nc.subscribe(subject, cb=self._on_fast)
+        except NATS_FAILURES as err:
+            raise bus_error(err, f"subscribe to {subject}") from err
         self._task = asyncio.create_task(self._run(), name=f"host-feed {self.host_id}")
 
     async def stop(self) -> None:
+        fast, self._fast = self._fast, None
+        if fast is not None:
+            with contextlib.suppress(*NATS_FAILURES):  # a connection already gone
+                await fast.unsubscribe()
         task, self._task = self._task, None
         if task is not None:
             await cancel_and_wait(task, again_after=1.0)
+
+    async def _on_fast(self, msg: Msg) -> None:
+        await self._apply(msg.data)
 
     @property
     def reader(self) -> asyncio.Task[None] | None:
@@ -134,6 +157,12 @@ class HostFeedFollower:
 
     async def _apply(self, data: bytes) -> None:
         self.messages_read += 1
+        async with self._applying:
+            await self._apply_view(data)
+
+    async def _apply_view(self, data: bytes) -> None:
+        if data == self._applied:
+            return  # the other copy of the view applied last
         try:
             view = decode_view(data)
         except msgspec.DecodeError as err:
@@ -141,6 +170,7 @@ class HostFeedFollower:
             return
         if view.host_id != self.host_id or view.seq < self.seq:
             return  # another host's (misrouted) or older than the one applied
+        self._applied = data
         self.state = as_state(view)
         self.seq = view.seq
         self.traces.latest = dict(view.traces)

@@ -29,7 +29,7 @@ from collections.abc import Callable
 import msgspec
 
 from quartermaster.bus import BusError
-from quartermaster.bus.feed import feed_stream, feed_subject
+from quartermaster.bus.feed import fast_subject, feed_stream, feed_subject
 from quartermaster.bus.jetstream import MSG_ID
 from quartermaster.bus.translate import NATS_FAILURES, bus_error
 from quartermaster.cancelling import cancel_and_wait
@@ -189,6 +189,8 @@ class HostRelay:
         data = encode_view(view)
         subject = feed_subject(host_id, self._prefix)
         try:
+            # At once and unstored too: the agent need not wait for the feed's replication.
+            await follower.log.nc.publish(fast_subject(host_id, self._prefix), data)
             await follower.log.js.publish(
                 subject, data, stream=self._stream, headers={MSG_ID: f"{host_id}:{view.seq}"}
             )
