@@ -55,9 +55,10 @@ def test_no_service_may_manage_the_stream_or_write_through_wildcards() -> None:
             expected.add("$JS.API.STREAM.MSG.GET.QM")
         assert on_the_stream == expected, role
         inbox = f"_INBOX_{user_name(role, host).replace('.', '_')}.>"
-        # Besides its inbox, a node agent hears log requests for its own host only.
-        own_logs = ("qm_logs.h1",) if role is Role.NODE else ()
-        assert allowed.subscribe == (inbox, *own_logs)
+        # Besides its inbox, a node agent hears log requests for its own host only, and
+        # its own host's views sent at once (unstored).
+        own = ("qm_logs.h1", "qm_hosts.h1.now") if role is Role.NODE else ()
+        assert allowed.subscribe == (inbox, *own)
         assert allowed.allow_responses is (role is Role.NODE)
 
 
@@ -119,5 +120,7 @@ def test_a_node_agent_reads_only_its_own_hosts_views() -> None:
     creates = {s for s in allowed.publish if ".CONSUMER.CREATE." in s}
     assert creates == {"$JS.API.CONSUMER.CREATE.QM_HOSTS.*.qm_hosts.h1.cmd"}
     assert not any(s.startswith("$JS.API.DIRECT.GET") for s in allowed.publish)
+    assert not any(s.startswith("qm_hosts.") for s in allowed.publish)  # writes no view
     scheduler = permissions(Role.SCHEDULER, LAYOUT)
     assert scheduler is not None and "qm_hosts.*.cmd" in scheduler.publish
+    assert "qm_hosts.*.now" in scheduler.publish  # each view also at once, unstored
