@@ -125,7 +125,7 @@ async def test_a_restarted_stack_loses_no_host_whose_agent_beats_again_within_th
     for host in ("h0", "h1"):
         await send_beat(jetstream_log.js, jetstream_log.stream, Beat(host_id=host, at=50.0))
     await tick(jetstream_log, 200.0)
-    grace = 1.5
+    grace = 3.0
     scheduler = Scheduler(
         settings("s1", heartbeat_timeout_seconds=TIMEOUT, liveness_grace_seconds=grace),
         jetstream_log,
