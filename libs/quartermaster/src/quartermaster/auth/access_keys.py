@@ -90,15 +90,9 @@ class AccessKeyFile:
                 raise AccessKeyError(f"no seal key {self.seal_path}")
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
             key = AESGCM.generate_key(bit_length=256).hex().encode()
-            try:  # made once: whoever loses the race reads the winner's
-                fd = os.open(self.seal_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:
-                pass
-            else:
-                with os.fdopen(fd, "wb") as out:
-                    out.write(key)
-                    out.flush()
-                    os.fsync(out.fileno())
+            # Made once, and whole before its name exists: whoever loses the race reads
+            # the winner's key, never a half-written file.
+            write_whole(self.seal_path, key, sync=True, keep_existing=True)
         return bytes.fromhex(self.seal_path.read_text().strip())
 
     @contextlib.contextmanager
