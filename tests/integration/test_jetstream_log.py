@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -471,6 +472,21 @@ async def test_a_reader_is_drained_only_once_what_the_server_sent_was_seen(
         await reader.stop()
 
 
+def change_delivery(
+    monkeypatch: pytest.MonkeyPatch, seq: int, change: Callable[[Delivered], Delivered | None]
+) -> None:
+    """Readers get `change(delivered)` in place of the delivery of `seq` (None: nothing)."""
+    real_next = OrderedReader.next
+
+    async def changed(self: OrderedReader, timeout: float | None) -> Delivered | None:
+        delivered = await real_next(self, timeout)
+        if delivered is not None and delivered.seq == seq:
+            return change(delivered)
+        return delivered
+
+    monkeypatch.setattr(OrderedReader, "next", changed)
+
+
 async def test_a_bounded_read_does_not_end_where_the_consumer_says_so_one_message_early(
     jetstream_log: JetStreamLog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -480,15 +496,7 @@ async def test_a_bounded_read_does_not_end_where_the_consumer_says_so_one_messag
     log = jetstream_log
     for i in range(5):
         await log.append(subject(log, "a"), f"m{i}".encode())
-    real_next = OrderedReader.next
-
-    async def early(self: OrderedReader, timeout: float | None) -> Delivered | None:
-        delivered = await real_next(self, timeout)
-        if delivered is not None and delivered.seq == 4:
-            return dataclasses.replace(delivered, num_pending=0)
-        return delivered
-
-    monkeypatch.setattr(OrderedReader, "next", early)
+    change_delivery(monkeypatch, 4, lambda d: dataclasses.replace(d, num_pending=0))
     assert [entry.seq for entry in await read_all(log)] == [1, 2, 3, 4, 5]
 
 
@@ -498,18 +506,12 @@ async def test_a_bounded_read_fails_rather_than_end_short_when_never_sent_the_ne
     log = jetstream_log
     for i in range(3):
         await log.append(subject(log, "a"), f"m{i}".encode())
-    real_next = OrderedReader.next
-
-    async def withholding(self: OrderedReader, timeout: float | None) -> Delivered | None:
-        delivered = await real_next(self, timeout)
-        if delivered is not None and delivered.seq == 3:
-            return None  # as if the consumer had skipped it and said it was drained
-        return delivered
+    # As if the consumer had skipped seq 3 and said it was drained.
+    change_delivery(monkeypatch, 3, lambda _: None)
 
     async def drained(self: OrderedReader, last_seen: int) -> bool:
         return True
 
-    monkeypatch.setattr(OrderedReader, "next", withholding)
     monkeypatch.setattr(OrderedReader, "drained", drained)
     monkeypatch.setattr(jetstream, "WITHHELD_S", 0.5)
     with pytest.raises(TransientBusError, match="holds seq 3"):
