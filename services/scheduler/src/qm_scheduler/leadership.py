@@ -220,8 +220,9 @@ class Leadership:
                 log.debug("leadership changed while the scheduler stops")
 
     def _defer(self, key: str, anchor: str | None, leases: KvLease) -> bool:
-        """Whether to let free `key` be this round: another instance holds the anchor, and
-        this one has let the key be for less than a lease TTL."""
+        """Whether to let `key` be this round: this instance does not hold the anchor (so
+        its holder may take the key first), and has let the key be for less than a lease
+        TTL since it first wanted it (after that it tries every round, as before)."""
         if anchor is None or key == anchor or leases.held(anchor):
             self._deferred.pop(key, None)
             return False

@@ -215,7 +215,7 @@ class Scheduler:
             await self.follower.fresh()  # no round trip when pushed up to the newest
             state = self.follower.state
             queues = self.led_queues()
-            # No loss is judged before the hosts' heartbeats at start were read.
+            # No loss is judged before the heartbeats were watched for the grace.
             hosts = self.leadership.led(self._lease_key(HOSTS)) and self.judges_liveness()
             if not queues and not hosts:
                 return appended
