@@ -491,6 +491,8 @@ async def test_each_service_does_its_whole_role_as_its_own_user(
                 ),
             )
             await until("a clock tick", lambda: bool(audit.subjects_of(ev.ClockTicked)))
+            assert warmpool.follower.paced  # it reads the log in batches, by direct gets
+            await until("the warm pool read the job", lambda: "ok" in warmpool.follower.state.jobs)
             assert scheduler.leadership is not None and scheduler.leadership.gained >= 1
         snapshots = await SnapshotStore.open(logs["scheduler"], layout.snapshot_bucket)
         snapshot = await snapshots.load()

@@ -174,3 +174,47 @@ async def test_queues_created_later_go_to_the_scheduler_that_relays_the_hosts_vi
             await asyncio.sleep(2.0)  # past a lease TTL: the other still takes none
             assert first.led_queues() == {"q", "q2", "q3", "q4"}
             assert second.led_queues() == frozenset() and not second._leads_hosts()
+
+
+async def test_a_standby_reads_in_batches_and_is_sent_each_message_once_it_leads(
+    jetstream_log: JetStreamLog,
+) -> None:
+    await seed(jetstream_log)
+    watcher = LogFollower(jetstream_log)
+    await watcher.start()
+    first = Scheduler(settings("first"), jetstream_log)
+    # Reads a minute apart: only a wait for a position (or leading) reads before that.
+    second = Scheduler(settings("second", standby_read_interval_seconds=60.0), jetstream_log)
+    folded: list[int] = []  # what the standby folded, in order
+    first_task = asyncio.create_task(first.run())
+    try:
+        await until(lambda: first.follower is not None and first.led_queues() == {"q"})
+        async with running(second):
+            await until(lambda: second.follower is not None and second.role() == "standing by")
+            assert first.follower is not None and second.follower is not None
+            assert second.follower.paced and not first.follower.paced
+            second.follower.listen(lambda seq, subject, events: folded.append(seq))
+            last = await append(jetstream_log, submit("j1"))
+            await first.follower.wait_for(last)
+            await asyncio.sleep(0.3)
+            assert second.follower.seq < last  # not sent it: it reads at its next interval
+            await second.follower.wait_for(last, timeout=5)  # a wait reads at once
+            first_task.cancel()  # the leader goes, releasing its leases
+            with contextlib.suppress(asyncio.CancelledError):
+                await first_task
+            # The standby takes over, is sent each message from then on, and dispatches.
+            await until(lambda: second.led_queues() == {"q"})
+            await until(lambda: second.follower is not None and not second.follower.paced)
+            await append(jetstream_log, submit("j2", at=3.0))
+            await until(
+                lambda: (
+                    watcher.state.jobs.get("j2") is not None
+                    and watcher.state.jobs["j2"].status is JobStatus.SCHEDULED
+                )
+            )
+    finally:
+        first_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await first_task
+    assert folded == sorted(set(folded)) and folded[-1] > last
+    await watcher.stop()

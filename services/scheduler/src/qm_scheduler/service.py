@@ -78,6 +78,7 @@ class Scheduler:
         loop = asyncio.get_running_loop()
 
         def wake() -> None:  # called from the lease thread
+            loop.call_soon_threadsafe(self._pace_reads)
             loop.call_soon_threadsafe(self._dirty.set)
             if relay is not None:  # a gained _hosts lease: publish at once
                 loop.call_soon_threadsafe(relay.poke)
@@ -91,6 +92,7 @@ class Scheduler:
         )
         self._want_leases()
         await asyncio.to_thread(self.leadership.start)
+        self._pace_reads()
         await self.follower.start()
         if self.relay is not None:
             await self.relay.start()
@@ -163,6 +165,17 @@ class Scheduler:
         wanted = [q for q in [*sorted(queues), HOSTS] if self._may_lead(q)]
         self.leadership.want(self._lease_key(q) for q in wanted)
 
+    def _pace_reads(self) -> None:
+        """Its own fold is sent each message while it leads anything, and reads in batches
+        while it stands by (`standby_read_interval_seconds`); a shared fold is its owner's."""
+        follower, leadership = self.follower, self.leadership
+        if follower is None or follower.shared or leadership is None:
+            return
+        standby = self.settings.standby_read_interval_seconds or None
+        interval = None if leadership.leading() else standby
+        if (interval is not None) != follower.paced:
+            follower.pace(interval)
+
     def _leads_hosts(self) -> bool:
         """The host-liveness lease holder also relays the hosts' views (one publisher)."""
         return self.leadership is not None and self.leadership.led(self._lease_key(HOSTS))
@@ -212,6 +225,8 @@ class Scheduler:
         assert self.liveness is not None
         appended = 0
         for _ in range(64):
+            if not self.leadership.leading():
+                return appended  # standing by: no pass, and no read to the head for one
             await self.follower.fresh()  # no round trip when pushed up to the newest
             state = self.follower.state
             queues = self.led_queues()

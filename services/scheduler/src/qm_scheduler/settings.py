@@ -24,6 +24,11 @@ class SchedulerSettings(BusSettings, frozen=True, kw_only=True):
     # timeout): silence is judged only over a span it watched, so a stack restarted after
     # a while down does not lose hosts whose agents have not beaten again yet.
     liveness_grace_seconds: float | None = None
+    # While this replica leads nothing, read the log every this many seconds, a batch at a
+    # time (0: be sent each message). A standby needs its fold only to be near the head
+    # when it takes over, and reads to the head then; one wake-up per batch costs far less
+    # than one per message. Leading anything, it is sent each message.
+    standby_read_interval_seconds: float = 0.25
     snapshot_bucket: str = "qm-snapshots"
     snapshot_every: int = 2000  # messages folded between snapshots
     terminal_retention_seconds: float = 3600.0  # ended jobs leave the state after this (0: never)

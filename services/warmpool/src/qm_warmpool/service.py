@@ -31,7 +31,10 @@ class WarmPoolService:
     ) -> None:
         self.settings = settings
         self.log = event_log
-        self.follower = LogFollower(event_log) if follower is None else follower
+        if follower is None:  # its own fold, which it may read in batches
+            follower = LogFollower(event_log)
+            follower.pace(settings.read_interval_seconds)
+        self.follower = follower
         self._changed = asyncio.Event()
         self._due = math.inf  # the instant being waited for (inf: not waiting)
         self.ticks = 0

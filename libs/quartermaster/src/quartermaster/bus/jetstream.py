@@ -48,6 +48,7 @@ from quartermaster.bus.puback import (
     PubRejected,
 )
 from quartermaster.bus.reader import OrderedReader
+from quartermaster.bus.stored import StoredBatches
 from quartermaster.bus.translate import NATS_FAILURES, bus_error
 from quartermaster.cancelling import cancel_and_wait
 
@@ -93,6 +94,7 @@ class JetStreamLog:
         self._timeout_s = timeout_s
         self._max_in_flight = max_in_flight
         self._acks = AckInbox(nc)
+        self._stored: StoredBatches | None = None  # batched reads, made on first use
 
     @classmethod
     async def connect(
@@ -381,6 +383,15 @@ class JetStreamLog:
         finally:
             await reader.stop()
 
+    async def read_stored(self, from_seq: int, limit: int = 1000) -> list[LogEntry]:
+        """Up to `limit` messages stored from `from_seq` on, in one request (`bus.stored`;
+        empty: none yet): for a reader that asks now and then instead of being sent each
+        message as it is stored."""
+        if self._stored is None:
+            self._stored = StoredBatches(self._nc, self._stream, f"{self._prefix}.>")
+        batch = await self._stored.read(from_seq, limit, self._timeout_s)
+        return [LogEntry(m.seq, m.subject, m.data, m.headers, m.num_pending) for m in batch]
+
     async def _read_through(self, last_seen: int, until_seq: int, unfiltered: bool) -> bool:
         """Whether a read that saw up to `last_seen` has all the stream holds up to
         `until_seq`. The consumer's word (nothing pending) is taken for a filtered read;
@@ -434,6 +445,8 @@ class JetStreamLog:
         # A connection already lost has nothing left to unsubscribe from: close quietly.
         with contextlib.suppress(*NATS_FAILURES, ConnectionError):
             await self._acks.stop()
+        if self._stored is not None:
+            await self._stored.stop()
         if self._owns_connection and not self._nc.is_closed:
             # Not drain(): it waits (30 s) on subscriptions holding messages nobody will
             # read, e.g. a pull subscription's late "request timeout" status messages.

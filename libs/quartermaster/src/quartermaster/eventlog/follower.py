@@ -6,6 +6,14 @@ react to new batches through listeners, which run after the fold. Only the
 events a message's subject may carry are folded and passed on (`admitted`).
 With tracing on, `traces` holds each job's newest trace context (`JobTraces`).
 
+A follower that needs the log only to within a fraction of a second (the warm pool's
+timers, a scheduler standing by) can `pace` its reads: it then asks every interval
+for what was stored since its last read (`JetStreamLog.read_stored`, a batch per
+request), instead of being sent each message as it is stored. On this kind of
+reader most of the cost of a message is the wake-up it brings (a TLS record, a
+socket read, a loop turn), which a batch shares. A wait for a position (`wait_for`,
+`catch_up`) reads at once; `pace(None)` goes back to being sent each message.
+
 Several services in one process (`qm up`) can share one fold: `share()` gives
 each a follower of its own over the same state and position, with its own
 connection (`log`, for appends and `last_seq`) and its own listeners, which
@@ -16,6 +24,7 @@ the fold reads the log; a share's `start()` and `stop()` leave the reader alone.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 
@@ -29,6 +38,9 @@ from quartermaster.events import AnyEvent
 from quartermaster.telemetry import traces
 
 log = logging.getLogger(__name__)
+
+PACED_BATCH = 1000  # messages per paced read (a longer backlog takes several at once)
+PACED_RETRY_S = 0.005  # a paced read short of a position waited for asks again this soon
 
 Listener = Callable[[int, str, list[AnyEvent]], Awaitable[None] | None]
 
@@ -47,6 +59,12 @@ class _Fold:
         # message (None: unknown, e.g. nothing read yet or the reader was lost).
         self.pending: int | None = None
         self.reader: asyncio.Task[None] | None = None  # the reading follower's task
+        # Paced reads: the interval between them (None: each message is sent), and
+        # what wakes the reader early (a new interval, a wait for a position).
+        self.interval: float | None = None
+        self.poke = asyncio.Event()
+        self.wanted = 0  # the highest position waited for
+        self.waiting = 0  # waits for a position under way
 
 
 class LogFollower:
@@ -115,6 +133,21 @@ class LogFollower:
         else:
             self._fold.listeners.append(listener)
 
+    def pace(self, interval: float | None) -> None:
+        """Read what was stored every `interval` seconds (None or 0: be sent each message).
+        Switching to being sent takes effect at once; switching to paced reads, at the
+        next message (a quiet log costs nothing either way). Only for a follower that
+        reads: a share follows its fold's pace."""
+        if not self._reads:
+            raise RuntimeError("a share of a fold cannot pace its reads")
+        folded = self._fold
+        folded.interval = interval or None
+        folded.poke.set()
+
+    @property
+    def paced(self) -> bool:
+        return self._fold.interval is not None
+
     async def start(self) -> None:
         if self._reads:
             self._task = self._fold.reader = asyncio.create_task(self._run(), name="log-follower")
@@ -135,9 +168,10 @@ class LogFollower:
     async def _run(self) -> None:
         while True:
             try:
-                async for entry in self.log.read(from_seq=self.seq + 1):
-                    self._fold.pending = entry.num_pending
-                    await self._apply(entry.seq, entry.subject, entry.data, entry.headers)
+                if self._fold.interval is None:
+                    await self._be_sent()
+                else:
+                    await self._read_paced()
             except asyncio.CancelledError:
                 self._fold.pending = None
                 raise
@@ -157,6 +191,36 @@ class LogFollower:
                     extra={"seq": self.seq},
                 )
                 await asyncio.sleep(0.5)
+
+    async def _be_sent(self) -> None:
+        """Each message as it is stored, until reads are paced (seen at the next one)."""
+        folded = self._fold
+        async with contextlib.aclosing(self.log.read(from_seq=self.seq + 1)) as entries:
+            async for entry in entries:
+                folded.pending = entry.num_pending
+                await self._apply(entry.seq, entry.subject, entry.data, entry.headers)
+                if folded.interval is not None:
+                    return
+
+    async def _read_paced(self) -> None:
+        """What was stored, a batch every interval, until each message is to be sent."""
+        folded = self._fold
+        folded.pending = None  # unknown between reads: `fresh` catches up
+        while folded.interval is not None:
+            folded.poke.clear()
+            batch = await self.log.read_stored(self.seq + 1, PACED_BATCH)
+            for entry in batch:
+                await self._apply(entry.seq, entry.subject, entry.data, entry.headers)
+            if batch and batch[-1].num_pending > 0:
+                continue  # more was stored than one read takes
+            # Someone waits for a position not read yet: the replica that answered may
+            # lag a little behind the one that acked it, so ask again soon.
+            short = folded.waiting and folded.wanted > self.seq
+            wait = PACED_RETRY_S if short else folded.interval
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await folded.poke.wait()
+        folded.pending = None
 
     async def _apply(
         self, seq: int, subject: str, data: bytes, headers: Mapping[str, str] | None = None
@@ -188,8 +252,17 @@ class LogFollower:
         asyncio.timeout, not wait_for: 3.11's wait_for drops a cancellation that comes
         as the fold advances, and the cancelled caller would go on."""
         folded = self._fold
-        async with folded.advanced, asyncio.timeout(timeout):
-            await folded.advanced.wait_for(lambda: folded.seq >= seq)
+        if folded.seq >= seq:
+            return
+        if seq > folded.wanted:
+            folded.wanted = seq
+            folded.poke.set()  # paced: read now, not at the next interval
+        folded.waiting += 1
+        try:
+            async with folded.advanced, asyncio.timeout(timeout):
+                await folded.advanced.wait_for(lambda: folded.seq >= seq)
+        finally:
+            folded.waiting -= 1
 
     async def catch_up(self, timeout: float | None = 10.0) -> int:
         """Fold everything the stream holds right now; returns that position."""
