@@ -114,7 +114,11 @@ async def _serve(settings: Settings, stopping: asyncio.Event, ready: asyncio.Eve
         await follower.start()
         stack.push_async_callback(follower.stop)
         async with asyncio.TaskGroup() as tasks:
-            projecting = tasks.create_task(projector.run(event_log), name="projector")
+            # The projection is handed each message by the admission's own fold (as in
+            # `qm up`): one reader of the log and one decode per message, not two.
+            projecting = tasks.create_task(
+                projector.run(event_log, feed=follower.share), name="projector"
+            )
             checks.projecting = projecting
             log.info(
                 "admission serving grpc=%s:%d stream=%s prefix=%s schema=%s",
