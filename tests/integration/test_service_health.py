@@ -156,3 +156,17 @@ async def test_a_scheduler_whose_follower_stopped_is_not_ready_until_it_reads_ag
                 await first.follower.start()
                 _, body = await probe_until(probe_first, "readyz", ready)
                 assert body["checks"]["log"]["detail"].startswith("caught up")
+
+
+async def test_a_scheduler_whose_host_relay_ended_is_not_live(jetstream_log: JetStreamLog) -> None:
+    """The relay is the only publisher of the hosts' views: one that ended (an error in its
+    loop) would leave every agent without work, so the process asks to be restarted."""
+    scheduler = Scheduler(SchedulerSettings(instance_id="s1", boot_id="s1"), jetstream_log)
+    with endpoint(scheduler_checks(scheduler, MAX_LAG_S)) as probe:
+        async with running(scheduler):
+            _, body = await probe_until(probe, "livez", lambda r: r[0] == 200)
+            assert body["checks"]["host relay"] == {"ok": True, "detail": "host view relay running"}
+            assert scheduler.relay is not None and scheduler.relay.task is not None
+            scheduler.relay.task.cancel()
+            _, body = await probe_until(probe, "livez", lambda r: r[0] == 503)
+            assert body["checks"]["host relay"] == {"ok": False, "detail": "host view relay ended"}

@@ -29,8 +29,13 @@ def health_checks(scheduler: Scheduler, max_lag_seconds: float) -> health.Health
     def reader() -> asyncio.Task[None] | None:
         return None if scheduler.follower is None else scheduler.follower.reader
 
+    def relay() -> asyncio.Task[None] | None:
+        return None if scheduler.relay is None else scheduler.relay.task
+
     checks.live("follower", health.running(reader, "log follower"))
     checks.live("leadership", leadership)
+    if scheduler.settings.relay_host_feeds:  # a relay that ended publishes no view again
+        checks.live("host relay", health.running(relay, "host view relay"))
     checks.ready("nats", health.connected(lambda: scheduler.log.nc.is_connected))
     checks.ready(
         "log",

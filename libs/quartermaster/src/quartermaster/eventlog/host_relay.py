@@ -72,6 +72,11 @@ class HostRelay:
         if task is not None:
             await cancel_and_wait(task)
 
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        """The task that publishes (None: not started or stopped): for health checks."""
+        return self._task
+
     def poke(self) -> None:
         """Look again now whether this instance publishes (its lease may have changed)."""
         self._wake.set()
