@@ -69,5 +69,10 @@ def test_without_a_shared_fold_each_service_reads_the_log(make_stack: StackFacto
     queue = setup_queue(client_for(stack), 1, [("A", 1, "LEND_AND_BORROW", None, False)])
     run_jobs(queue, ["j0", "j1"])
     assert stack.stack.fold is None
-    assert log_consumers(stack) == 4  # scheduler, warm pool, admission, projector
+    # The scheduler and admission each have a consumer (admission's fold hands each
+    # message on to its projection); the warm pool reads in batches, by direct gets.
+    assert log_consumers(stack) == 2
+    warmpool = stack.stack.parts["warmpool"]
+    assert warmpool.follower.paced and warmpool.follower.seq > 0
+    assert len(queue.client.list_jobs("q")) == 2  # the projection, fed by admission's fold
     assert feed_messages(stack) > 0  # the agents read their host feeds

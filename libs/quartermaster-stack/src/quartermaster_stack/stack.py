@@ -623,8 +623,11 @@ class Stack:
         self._positions["admission"] = lambda: follower.seq
         self._positions["projector"] = lambda: projector.seq
         await follower.start()
-        feed = None if self.fold is None else self.fold.share
-        projecting = self._task("projector", projector.run(event_log, feed=feed), event_log)
+        # The projection is handed each message by admission's fold (the process's, or
+        # admission's own without a shared fold, as the deployed admission does).
+        projecting = self._task(
+            "projector", projector.run(event_log, feed=follower.share), event_log
+        )
         self.parts["admission"] = server
         self.parts["projector"] = projector
 
