@@ -30,6 +30,7 @@ import msgspec
 
 from quartermaster.bus import BusError
 from quartermaster.bus.feed import fast_subject, feed_stream, feed_subject
+from quartermaster.bus.inline import write_now
 from quartermaster.bus.jetstream import MSG_ID
 from quartermaster.bus.translate import NATS_FAILURES, bus_error
 from quartermaster.cancelling import cancel_and_wait
@@ -196,6 +197,7 @@ class HostRelay:
         try:
             # At once and unstored too: the agent need not wait for the feed's replication.
             await follower.log.nc.publish(fast_subject(host_id, self._prefix), data)
+            write_now(follower.log.nc)  # now, not at nats-py's flusher's next turn
             await follower.log.js.publish(
                 subject, data, stream=self._stream, headers={MSG_ID: f"{host_id}:{view.seq}"}
             )
