@@ -17,7 +17,7 @@ from node_agent_harness import UNIT, Cluster, payload
 
 from qm_node_agent.agent import NodeAgent
 from quartermaster import events as ev
-from quartermaster.bus.feed import feed_stream, feed_subject
+from quartermaster.bus.feed import fast_subject, feed_stream, feed_subject
 from quartermaster.core import JobStatus
 from quartermaster.eventlog import host_relay, subjects
 from quartermaster.eventlog.host_feed import decode_view
@@ -81,11 +81,40 @@ async def test_a_restarted_agent_resumes_from_its_newest_view(cluster: Cluster) 
     assert len(cluster.reported("long", ev.JobStopConfirmed)) == 1
 
 
+async def test_a_restarted_agent_skips_a_stored_view_older_than_it_acted_on(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The feed holds a view from before the job's dispatch (the newest is not stored yet):
+    the restarted agent neither stops the job it runs nor forgets it, and goes on with it
+    once the newest view is stored."""
+    monkeypatch.setattr(host_relay, "STORE_EVERY_S", 3600.0)  # stored once, then not again
+    async with cluster.agent(cluster.settings("h1")) as first:
+        await cluster.until_host("h1")
+        await cluster.run("long", payload(LOOP))
+        await cluster.until_status("long", JobStatus.RUNNING)
+        launched_from = first.log_position
+    js, stream = cluster.log.js, feed_stream(cluster.log.stream)
+    stored = await js.get_last_msg(stream, feed_subject("h1", cluster.log.prefix))
+    assert stored.data is not None and decode_view(stored.data).seq < launched_from
+    await cluster.relay.stop()  # no newer view comes while the agent starts again
+    async with cluster.agent(cluster.settings("h1")) as again:
+        await asyncio.sleep(1.0)  # the stale view read and skipped: nothing stopped
+        assert again.log_position == launched_from and again.state.jobs == {}
+        assert cluster.reported("long", ev.JobStopConfirmed) == []
+        monkeypatch.setattr(host_relay, "STORE_EVERY_S", 0.0)  # the newest goes out now
+        await cluster.relay.start()
+        await cluster.terminate("long")  # a new view: sent and stored
+        await cluster.until_reported("long", ev.JobStopConfirmed)
+        await cluster.until_status("long", JobStatus.FAILED)
+    assert len(cluster.reported("long", ev.JobStarting)) == 1
+
+
 async def test_the_views_of_a_job_over_several_hosts_are_published_together(
     cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every host's view is in flight before any is acked: the last host of a job does not
     wait for the others' round trips (published one by one, the peak would be 1)."""
+    monkeypatch.setattr(host_relay, "STORE_EVERY_S", 0.0)  # every view stored as it is sent
     hosts = ("h1", "h2", "h3")
     for host in hosts:
         registered = ev.HostRegistered(
@@ -215,3 +244,38 @@ async def test_a_freed_host_whose_entry_changes_too_gets_its_view_at_once(
     await cluster.request(ev.HostDrained(at=time.time(), host_id="h1"))
     await cluster.until("h1's view shows the drain", lambda: bool(sent), timeout=5)
     assert sent[-1].host.holder is None and sent[-1].host.drained
+
+
+async def test_a_busy_hosts_views_go_out_at_once_and_the_newest_is_stored(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each view goes at once on the host's unstored subject; the feed stores a host's view
+    at most once per STORE_EVERY_S, the newest then (each view is whole)."""
+    monkeypatch.setattr(host_relay, "STORE_EVERY_S", 2.0)
+    sent: list[int] = []  # the log position of each view sent at once
+
+    async def on_view(msg: Any) -> None:
+        sent.append(decode_view(msg.data).seq)
+
+    fast = await cluster.log.nc.subscribe(fast_subject("h1", cluster.log.prefix), cb=on_view)
+    await cluster.append(
+        subjects.reports("h1", cluster.log.prefix),
+        ev.HostRegistered(at=time.time(), host_id="h1", instance_type=UNIT, gpu_count=0),
+    )
+    await cluster.until("the registration's view sent", lambda: bool(sent))
+    js, stream = cluster.log.js, feed_stream(cluster.log.stream)
+    stored_before = cluster.relay.stored
+    # Two views within the window (the job to run, then to stop), each sent at once.
+    await cluster.submit("j", payload("true"))
+    await cluster.dispatch("j")
+    await cluster.until("the dispatch's view sent", lambda: len(sent) >= 2)
+    await cluster.terminate("j")
+    await cluster.until("the termination's view sent", lambda: len(sent) >= 3)
+    newest = sent[-1]
+    assert cluster.relay.stored == stored_before  # within the window: none stored yet
+    await cluster.relay.flush(timeout=5)  # the window ends: the newest is stored
+    await fast.unsubscribe()
+    assert cluster.relay.stored == stored_before + 1
+    last = await js.get_last_msg(stream, feed_subject("h1", cluster.log.prefix))
+    assert last.data is not None and decode_view(last.data).seq == newest
+    assert [job.job_id for job in decode_view(last.data).jobs] == ["j"]

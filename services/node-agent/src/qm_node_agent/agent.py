@@ -37,6 +37,7 @@ from qm_node_agent.reporter import Reporter
 from qm_node_agent.runtime import DockerRuntime, JobRuntime, ProcessRuntime
 from qm_node_agent.settings import PREFIX, NodeSettings, RuntimeKind
 from qm_node_agent.spares import Spares
+from qm_node_agent.viewmark import ViewMark
 from quartermaster import events as ev
 from quartermaster.bus import BusError, JetStreamLog
 from quartermaster.bus.liveness import Beat, send_beat
@@ -117,6 +118,7 @@ class NodeAgent:
         self._metrics = metrics
         self._starts: StartObserver | None = None  # on the host feed: fed by the runners
         self._store = AttemptStore(self.layout)
+        self._mark: ViewMark | None = None  # read at start (the layout exists then)
         self._keeper = LogKeeper(
             self.layout, settings.log_cap_bytes, settings.log_retention_seconds
         )
@@ -238,6 +240,10 @@ class NodeAgent:
         self.gpu_indexes = await self._detect_gpus()
         self._reporter = Reporter(event_log, self.host_id)
         follower = self._follower = self._read_side(event_log)
+        self._mark = ViewMark(self.layout.view_mark_file)
+        if isinstance(follower, HostFeedFollower):  # no view older than it acted on
+            launched = (record.view_seq for record in self._store.load_all())
+            follower.seq = max(self._mark.seq, *launched, 0)
         follower.listen(self._on_batch, first=True)
         if self._metrics is not None:
             starts = StartObserver(self.host_id, self._metrics, lambda: follower.state)
@@ -419,6 +425,7 @@ class NodeAgent:
             exit_file=str(self.layout.exit_file(*key)),
             log_file=str(self.layout.log_file(*key)),
             outputs=spec.contract.outputs if isinstance(spec, LaunchSpec) else None,
+            view_seq=self.log_position,
         )
         self._records[key] = record  # the runner saves it durably before anything starts
         if self._caches is not None:  # its runtime may make the chain's cache folder
@@ -520,6 +527,8 @@ class NodeAgent:
         for key in list(self._records):
             if key in self._runners or is_current(state, self.host_id, *key):
                 continue
+            if self._mark is not None:  # before the record goes (see `viewmark`)
+                self._mark.advance(self.log_position)
             del self._records[key]
             self._store.delete(*key)
             self._spawn(self._retire(key), f"retire {key}")

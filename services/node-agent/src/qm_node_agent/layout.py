@@ -52,6 +52,11 @@ class Layout:
     def records_file(self) -> Path:
         return self.attempts / "records.slots"
 
+    @property
+    def view_mark_file(self) -> Path:
+        """The position of the newest view this host forgot an attempt by (`ViewMark`)."""
+        return self.attempts / "view.mark"
+
     def record(self, job_id: str, attempt: int) -> Path:
         return self.attempts / f"{safe_name(job_id)}.{attempt}.json"
 

@@ -55,6 +55,9 @@ class AttemptRecord(msgspec.Struct, frozen=True, kw_only=True):
     running_at: float | None = None  # when this host reported JobRunning
     outcome: Outcome | None = None  # the final report, saved before it is appended
     outputs: Outputs | None = None  # where the training job's outputs go once it ends
+    # The position of the host view it was launched from: a view older than that (a feed
+    # read after a restart, before its newest view was stored) knows nothing of it.
+    view_seq: int = 0
 
     @property
     def key(self) -> Key:

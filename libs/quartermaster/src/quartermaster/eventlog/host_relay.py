@@ -17,6 +17,15 @@ onto the host at once, and the view of that dispatch then says both, one message
 instead of two. The agent has nothing to do on a freed host but forget the ended
 attempt's record (it sent the end itself); a host no dispatch comes for gets the held
 view once `HOLD_S` has passed.
+
+Each view goes out at once on the host's unstored subject (what the agent acts on), and
+is stored on the feed at most once per `STORE_EVERY_S` per host: the newest view then,
+the ones between skipped (each view is whole, not a delta, so the newest says all). The
+feed is what a restarted or reconnecting agent reads, and what an agent that missed a
+view sent at once gets it from, at most `STORE_EVERY_S` later. Under load a host gets
+many views a second, and each stored one was a replicated append and a delivery to its
+agent; an idle host's views are stored at once, as before. A restarted agent skips a
+stored view older than the newest it acted on (`qm_node_agent.viewmark`).
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ log = logging.getLogger(__name__)
 
 RESYNC_S = 5.0
 HOLD_S = 0.2  # the most a view that only frees its host waits for the next dispatch
+STORE_EVERY_S = 0.5  # a host's view is stored on the feed at most this often (the newest)
 
 
 class HostRelay:
@@ -57,11 +67,14 @@ class HostRelay:
         self._published: dict[str, bytes] = {}  # host -> its last view sent (seq 0)
         self._shown: dict[str, Host | None] = {}  # host -> its entry in that view
         self._held: dict[str, float] = {}  # host -> when its held view goes out (monotonic)
+        self._stored_at: dict[str, float] = {}  # host -> when its view was last stored
+        self._unstored: dict[str, HostView] = {}  # host -> its newest view sent, not stored
         self._dirty: set[str] = set()
         self._publishing: set[str] = set()  # hosts whose view is being published
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.published = 0  # views sent (tests, benchmarks)
+        self.stored = 0  # views stored on the feed
         follower.listen(self._on_message)
 
     async def start(self) -> None:
@@ -85,7 +98,13 @@ class HostRelay:
     async def flush(self, timeout: float = 10.0) -> None:
         """Return once every host marked so far has been published (tests)."""
         async with asyncio.timeout(timeout):
-            while self._dirty or self._publishing or self._held or self._wake.is_set():
+            while (
+                self._dirty
+                or self._publishing
+                or self._held
+                or self._unstored
+                or self._wake.is_set()
+            ):
                 await asyncio.sleep(0.01)
 
     def _on_message(self, seq: int, subject: str, events: list[AnyEvent]) -> None:
@@ -122,7 +141,8 @@ class HostRelay:
     async def _run(self) -> None:
         while True:
             resync_at = time.monotonic() + RESYNC_S
-            wake_at = min(resync_at, *self._held.values()) if self._held else resync_at
+            due = [*self._held.values(), *map(self._store_due, self._unstored)]
+            wake_at = min([resync_at, *due])
             try:
                 async with asyncio.timeout(max(0.0, wake_at - time.monotonic())):
                     await self._wake.wait()
@@ -141,9 +161,11 @@ class HostRelay:
             if not active:
                 self._dirty.clear()
                 self._held.clear()
+                self._unstored.clear()  # the next publisher sends and stores every view
                 continue
             while self._dirty:
                 await self._publish_marked()
+            await self._store_due_views()
 
     async def _publish_marked(self) -> None:
         """Publish every marked host's view at once (acks awaited together, so the last
@@ -193,19 +215,56 @@ class HostRelay:
             return
         self._held.pop(host_id, None)
         data = encode_view(view)
-        subject = feed_subject(host_id, self._prefix)
         try:
-            # At once and unstored too: the agent need not wait for the feed's replication.
+            # At once and unstored: the agent need not wait for the feed's replication.
             await follower.log.nc.publish(fast_subject(host_id, self._prefix), data)
             write_now(follower.log.nc)  # now, not at nats-py's flusher's next turn
-            await follower.log.js.publish(
-                subject, data, stream=self._stream, headers={MSG_ID: f"{host_id}:{view.seq}"}
-            )
         except NATS_FAILURES as err:
             raise bus_error(err, f"publish the view of {host_id}") from err
         self._published[host_id] = same
         self._shown[host_id] = view.host
         self.published += 1
+        self._unstored[host_id] = view
+        if self._store_due(host_id) <= time.monotonic():
+            await self._store(host_id)
+
+    def _store_due(self, host_id: str) -> float:
+        """When the host's newest view may be stored (monotonic)."""
+        return self._stored_at.get(host_id, -STORE_EVERY_S) + STORE_EVERY_S
+
+    async def _store_due_views(self) -> None:
+        now = time.monotonic()
+        due = [host for host in self._unstored if self._store_due(host) <= now]
+        if not due:
+            return
+        results = await asyncio.gather(*(self._store(host) for host in due), return_exceptions=True)
+        failed = False
+        for host, result in zip(due, results, strict=True):
+            if isinstance(result, BusError):  # stays unstored: stored at the next wake
+                log.warning("host=%s view not stored (%s); retrying", host, result)
+                failed = True
+            elif isinstance(result, BaseException):
+                raise result
+        if failed:
+            await asyncio.sleep(0.5)
+
+    async def _store(self, host_id: str) -> None:
+        """Store the host's newest view sent on the feed (msg id `<host>:<seq>`: a retry
+        stores it once)."""
+        view = self._unstored[host_id]
+        try:
+            await self._follower.log.js.publish(
+                feed_subject(host_id, self._prefix),
+                encode_view(view),
+                stream=self._stream,
+                headers={MSG_ID: f"{host_id}:{view.seq}"},
+            )
+        except NATS_FAILURES as err:
+            raise bus_error(err, f"store the view of {host_id}") from err
+        self._stored_at[host_id] = time.monotonic()
+        if self._unstored.get(host_id) is view:  # not replaced by a newer one meanwhile
+            del self._unstored[host_id]
+        self.stored += 1
 
     def _holds(self, view: HostView) -> bool:
         """Whether to hold the view back: it frees its host and changes nothing else in
