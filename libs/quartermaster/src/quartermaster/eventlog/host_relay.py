@@ -24,14 +24,18 @@ the ones between skipped (each view is whole, not a delta, so the newest says al
 feed is what a restarted or reconnecting agent reads, and what an agent that missed a
 view sent at once gets it from, at most `STORE_EVERY_S` later. Under load a host gets
 many views a second, and each stored one was a replicated append and a delivery to its
-agent; an idle host's views are stored at once, as before. A restarted agent skips a
-stored view older than the newest it acted on (`qm_node_agent.viewmark`).
+agent; an idle host's views are stored at once, as before. Stores run in a task of their
+own, one host's in order, so a view sent at once never waits behind a feed append's
+replication. A restarted agent skips a stored view older than the newest it acted on
+(`qm_node_agent.viewmark`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable
 
@@ -73,6 +77,9 @@ class HostRelay:
         self._publishing: set[str] = set()  # hosts whose view is being published
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._storer: asyncio.Task[None] | None = None
+        self._store_wake = asyncio.Event()
+        self._storing = False  # a round of stores is under way
         self.published = 0  # views sent (tests, benchmarks)
         self.stored = 0  # views stored on the feed
         follower.listen(self._on_message)
@@ -80,15 +87,23 @@ class HostRelay:
     async def start(self) -> None:
         self._index_all()
         self._task = asyncio.create_task(self._run(), name="host-relay")
+        self._storer = asyncio.create_task(self._store_views(), name="host-relay-store")
 
     async def stop(self) -> None:
         task, self._task = self._task, None
         if task is not None:
             await cancel_and_wait(task)
+        storer, self._storer = self._storer, None
+        if storer is not None:
+            await cancel_and_wait(storer)
 
     @property
     def task(self) -> asyncio.Task[None] | None:
-        """The task that publishes (None: not started or stopped): for health checks."""
+        """The task that sends the views (None: not started or stopped): for health
+        checks; one whose storer ended counts as ended."""
+        storer = self._storer
+        if storer is not None and storer.done():
+            return storer
         return self._task
 
     def poke(self) -> None:
@@ -103,6 +118,7 @@ class HostRelay:
                 or self._publishing
                 or self._held
                 or self._unstored
+                or self._storing
                 or self._wake.is_set()
             ):
                 await asyncio.sleep(0.01)
@@ -141,8 +157,7 @@ class HostRelay:
     async def _run(self) -> None:
         while True:
             resync_at = time.monotonic() + RESYNC_S
-            due = [*self._held.values(), *map(self._store_due, self._unstored)]
-            wake_at = min([resync_at, *due])
+            wake_at = min([resync_at, *self._held.values()])
             try:
                 async with asyncio.timeout(max(0.0, wake_at - time.monotonic())):
                     await self._wake.wait()
@@ -165,7 +180,6 @@ class HostRelay:
                 continue
             while self._dirty:
                 await self._publish_marked()
-            await self._store_due_views()
 
     async def _publish_marked(self) -> None:
         """Publish every marked host's view at once (acks awaited together, so the last
@@ -224,13 +238,32 @@ class HostRelay:
         self._published[host_id] = same
         self._shown[host_id] = view.host
         self.published += 1
+        # The storer looks again when a host joins the unstored (its due time may come
+        # before the one it waits for) or one is due now; a newer view of a host already
+        # waiting replaces it and is due when it was.
+        waiting = host_id in self._unstored
         self._unstored[host_id] = view
-        if self._store_due(host_id) <= time.monotonic():
-            await self._store(host_id)
+        if not waiting or self._store_due(host_id) <= time.monotonic():
+            self._store_wake.set()
 
     def _store_due(self, host_id: str) -> float:
         """When the host's newest view may be stored (monotonic)."""
         return self._stored_at.get(host_id, -STORE_EVERY_S) + STORE_EVERY_S
+
+    async def _store_views(self) -> None:
+        """Store each host's newest view sent once it is due, until cancelled."""
+        while True:
+            wake_at = min([math.inf, *map(self._store_due, self._unstored)])
+            self._store_wake.clear()
+            delay = None if wake_at == math.inf else max(0.0, wake_at - time.monotonic())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await self._store_wake.wait()
+            self._storing = True
+            try:
+                await self._store_due_views()
+            finally:
+                self._storing = False
 
     async def _store_due_views(self) -> None:
         now = time.monotonic()
@@ -250,7 +283,8 @@ class HostRelay:
 
     async def _store(self, host_id: str) -> None:
         """Store the host's newest view sent on the feed (msg id `<host>:<seq>`: a retry
-        stores it once)."""
+        stores it once). Only the storer task stores, a host's views one at a time: an
+        older view stored after a newer one would replace it on the feed."""
         view = self._unstored[host_id]
         try:
             await self._follower.log.js.publish(
