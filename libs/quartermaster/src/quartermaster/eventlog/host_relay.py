@@ -37,7 +37,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import msgspec
 
@@ -188,19 +188,10 @@ class HostRelay:
         self._dirty.difference_update(hosts)  # marked again meanwhile: published again
         self._publishing.update(hosts)
         try:
-            results = await asyncio.gather(
-                *(self._publish(host) for host in hosts), return_exceptions=True
-            )
+            failed = await _each_host(hosts, self._publish, "published")
         finally:
             self._publishing.difference_update(hosts)
-        failed = False
-        for host, result in zip(hosts, results, strict=True):
-            if isinstance(result, BusError):  # a NATS leader change, mostly: try again
-                log.warning("host=%s view not published (%s); retrying", host, result)
-                self._dirty.add(host)
-                failed = True
-            elif isinstance(result, BaseException):
-                raise result
+        self._dirty.update(failed)  # published again after a pause
         if failed:
             await asyncio.sleep(0.5)
 
@@ -270,15 +261,7 @@ class HostRelay:
         due = [host for host in self._unstored if self._store_due(host) <= now]
         if not due:
             return
-        results = await asyncio.gather(*(self._store(host) for host in due), return_exceptions=True)
-        failed = False
-        for host, result in zip(due, results, strict=True):
-            if isinstance(result, BusError):  # stays unstored: stored at the next wake
-                log.warning("host=%s view not stored (%s); retrying", host, result)
-                failed = True
-            elif isinstance(result, BaseException):
-                raise result
-        if failed:
+        if await _each_host(due, self._store, "stored"):  # still unstored: stored again
             await asyncio.sleep(0.5)
 
     async def _store(self, host_id: str) -> None:
@@ -313,3 +296,20 @@ class HostRelay:
             return False
         now = time.monotonic()
         return now < self._held.setdefault(view.host_id, now + HOLD_S)
+
+
+async def _each_host(
+    hosts: list[str], step: Callable[[str], Awaitable[None]], done: str
+) -> list[str]:
+    """Run `step` for every host at once (the last host waits for no other's round trip);
+    returns those whose step failed on the bus (a NATS leader change, mostly), logged.
+    Any other error is raised."""
+    results = await asyncio.gather(*(step(host) for host in hosts), return_exceptions=True)
+    failed = []
+    for host, result in zip(hosts, results, strict=True):
+        if isinstance(result, BusError):
+            log.warning("host=%s view not %s (%s); retrying", host, done, result)
+            failed.append(host)
+        elif isinstance(result, BaseException):
+            raise result
+    return failed
