@@ -258,17 +258,19 @@ class HostRelay:
 
     async def _store_due_views(self) -> None:
         now = time.monotonic()
-        due = [host for host in self._unstored if self._store_due(host) <= now]
+        # Taken now: each store runs as a task of its own, after `_run` may have emptied
+        # `_unstored` (this instance no longer publishes).
+        due = {host: view for host, view in self._unstored.items() if self._store_due(host) <= now}
         if not due:
             return
-        if await _each_host(due, self._store, "stored"):  # still unstored: stored again
+        failed = await _each_host(list(due), lambda host: self._store(host, due[host]), "stored")
+        if failed:  # still unstored: stored again after a pause
             await asyncio.sleep(0.5)
 
-    async def _store(self, host_id: str) -> None:
-        """Store the host's newest view sent on the feed (msg id `<host>:<seq>`: a retry
-        stores it once). Only the storer task stores, a host's views one at a time: an
-        older view stored after a newer one would replace it on the feed."""
-        view = self._unstored[host_id]
+    async def _store(self, host_id: str, view: HostView) -> None:
+        """Store `view`, the host's newest sent, on the feed (msg id `<host>:<seq>`: a
+        retry stores it once). Only the storer task stores, a host's views one at a time:
+        an older view stored after a newer one would replace it on the feed."""
         try:
             await self._follower.log.js.publish(
                 feed_subject(host_id, self._prefix),
