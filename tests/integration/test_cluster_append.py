@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from quartermaster.bus import JetStreamLog, KvLease
+from quartermaster.bus import JetStreamLog, KvLease, LogEntry
 from quartermaster.bus.consumer import ConsumedMessage, DurableConsumer
 from quartermaster.bus.errors import BusError, TransientBusError
-from quartermaster.bus.jetstream import MSG_ID, LogEntry
+from quartermaster.bus.jetstream import MSG_ID
 from quartermaster.embedded.errors import EmbeddedServerError
 from quartermaster.embedded.nats_cluster import NatsCluster, wait_for_jetstream
 from quartermaster.testing.servers import unavailable

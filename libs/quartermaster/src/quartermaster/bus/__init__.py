@@ -1,6 +1,7 @@
 """Bus adapters: the event log, command consumers and leases over NATS JetStream."""
 
 from quartermaster.bus.consumer import ConsumedMessage, DurableConsumer
+from quartermaster.bus.entry import LogEntry
 from quartermaster.bus.errors import (
     BatchAppendError,
     BusError,
@@ -10,7 +11,7 @@ from quartermaster.bus.errors import (
     TransientBatchAppendError,
     TransientBusError,
 )
-from quartermaster.bus.jetstream import BatchItem, JetStreamLog, LogEntry
+from quartermaster.bus.jetstream import BatchItem, JetStreamLog
 from quartermaster.bus.lease import KvLease
 
 __all__ = [

@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any
 
 import nats
 import nats.js.errors
@@ -31,6 +31,7 @@ from nats.js import JetStreamContext
 from nats.js.api import StorageType, StreamConfig
 
 from quartermaster.bus.access import NatsCredentials, server_list
+from quartermaster.bus.entry import LogEntry
 from quartermaster.bus.errors import (
     BatchAppendError,
     BusError,
@@ -63,14 +64,6 @@ _STREAM_NAME_IN_USE = 10058  # a stream with this name exists with another confi
 _AUTHORIZATION_VIOLATION = "authorization violation"  # the server's -ERR for bad credentials
 
 BatchItem = tuple[str, bytes, str | None]  # subject, data, msg id
-
-
-class LogEntry(NamedTuple):
-    seq: int
-    subject: str
-    data: bytes
-    headers: Mapping[str, str]
-    num_pending: int = 0  # what the server still had for the reader when it sent this
 
 
 class JetStreamLog:
@@ -389,8 +382,7 @@ class JetStreamLog:
         message as it is stored."""
         if self._stored is None:
             self._stored = StoredBatches(self._nc, self._stream, f"{self._prefix}.>")
-        batch = await self._stored.read(from_seq, limit, self._timeout_s)
-        return [LogEntry(m.seq, m.subject, m.data, m.headers, m.num_pending) for m in batch]
+        return await self._stored.read(from_seq, limit, self._timeout_s)
 
     async def _read_through(self, last_seen: int, until_seq: int, unfiltered: bool) -> bool:
         """Whether a read that saw up to `last_seen` has all the stream holds up to

@@ -19,12 +19,12 @@ import asyncio
 import contextlib
 import itertools
 import json
-from dataclasses import dataclass
 
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
+from quartermaster.bus.entry import LogEntry
 from quartermaster.bus.errors import BusError, PermanentBusError, TransientBusError
 from quartermaster.bus.inline import subscribe_inline, write_now
 from quartermaster.bus.translate import NATS_FAILURES, bus_error
@@ -35,7 +35,6 @@ _PENDING = "Nats-Num-Pending"
 _STATUS = "Status"
 _END_OF_BATCH = "204"
 _NOT_FOUND = "404"  # nothing stored at or after the seq asked for
-_NO_RESPONDERS = "503"
 # What a direct get adds to a message's own headers (a push delivery carries none).
 _ANSWER = frozenset(
     {
@@ -51,18 +50,9 @@ _ANSWER = frozenset(
 MAX_BATCH_BYTES = 4 * 1024 * 1024  # per request; a larger backlog takes more requests
 
 
-@dataclass(frozen=True, slots=True)
-class Stored:
-    seq: int
-    subject: str
-    data: bytes
-    headers: dict[str, str]  # the message's own (what the direct get added left out)
-    num_pending: int  # what the stream held after this one when the replica answered
-
-
 class _Batch:
     def __init__(self) -> None:
-        self.messages: list[Stored] = []
+        self.messages: list[LogEntry] = []
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
 
@@ -78,7 +68,7 @@ class StoredBatches:
         self._waiting: dict[str, _Batch] = {}
         self._sub: Subscription | None = None
 
-    async def read(self, from_seq: int, limit: int, timeout: float) -> list[Stored]:
+    async def read(self, from_seq: int, limit: int, timeout: float) -> list[LogEntry]:
         """Up to `limit` messages stored at `from_seq` or after, in order (empty: none yet)."""
         if self._sub is None:
             self._sub = await subscribe_inline(self._nc, f"{self._prefix}.*", self._on_reply)
@@ -135,14 +125,16 @@ class StoredBatches:
     def _failure(self, status: str, headers: dict[str, str]) -> BusError:
         description = headers.get("Description", "")
         text = f"read {self._stream}: status {status} {description}".rstrip()
-        if status == _NO_RESPONDERS or status.startswith("5") or status == "408":
+        if status.startswith("5") or status == "408":  # 503: no responders
             return TransientBusError(text)
         return PermanentBusError(text)
 
 
-def _stored(msg: Msg, headers: dict[str, str]) -> Stored:
+def _stored(msg: Msg, headers: dict[str, str]) -> LogEntry:
+    """The entry of one answer: the message's own headers (what the direct get added left
+    out) and what the stream held after it when the replica answered."""
     own = {key: value for key, value in headers.items() if key not in _ANSWER}
-    return Stored(
+    return LogEntry(
         seq=int(headers[_SEQUENCE]),
         subject=headers.get(_SUBJECT, msg.subject),
         data=msg.data,
