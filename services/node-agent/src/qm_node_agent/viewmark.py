@@ -36,7 +36,5 @@ class ViewMark:
 def _read(path: Path) -> int:
     try:
         return max(0, int(path.read_text().strip() or 0))
-    except FileNotFoundError:
+    except (OSError, ValueError):  # none yet, or unreadable: as before the mark existed
         return 0
-    except (OSError, ValueError):
-        return 0  # unreadable: as before the mark existed
