@@ -31,3 +31,20 @@ def test_a_record_saved_before_the_field_existed_reads_as_launched_from_no_view(
     older |= {"chain_id": "c", "launched_at": 1.0}
     record = msgspec.msgpack.decode(msgspec.msgpack.encode(older), type=AttemptRecord)
     assert record.view_seq == 0
+
+
+def test_a_mark_is_rewritten_in_place_and_reads_back_after_an_older_layout(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "view.mark"
+    path.write_text("12\n")  # as written whole before (a line of its own length)
+    mark = ViewMark(path)
+    assert mark.seq == 12
+    mark.advance(13)
+    inode = path.stat().st_ino
+    mark.advance(123456789)
+    mark.advance(123456790)
+    mark.close()
+    assert path.stat().st_ino == inode  # no new file per advance (no inode made)
+    assert path.read_text() == f"{123456790:020d}\n"
+    assert ViewMark(path).seq == 123456790

@@ -241,6 +241,7 @@ class NodeAgent:
         self._reporter = Reporter(event_log, self.host_id)
         follower = self._follower = self._read_side(event_log)
         self._mark = ViewMark(self.layout.view_mark_file)
+        stack.callback(self._mark.close)
         if isinstance(follower, HostFeedFollower):  # no view older than it acted on
             launched = (record.view_seq for record in self._store.load_all())
             follower.seq = max(self._mark.seq, *launched, 0)
