@@ -310,10 +310,11 @@ async def _each_host(
     One host's step runs in the caller's task: a task of its own would begin only at the
     loop's next turn, after what else is ready (on the leading scheduler, the pass that
     follows its own decision: 0.35 ms p50 before an idle job's view went out)."""
-    results: list[object]
+    results: list[BaseException | None]
     if len(hosts) == 1:
+        results = [None]
         try:
-            results = [await step(hosts[0])]
+            await step(hosts[0])
         except Exception as err:  # as gather's return_exceptions (a cancel is raised)
             results = [err]
     else:
