@@ -234,6 +234,7 @@ class NodeAgent:
                 credentials=self.settings.nats_credentials,
                 replicas=self.settings.stream_replicas,
                 create_stream=manages_stream(self.settings.nats_credentials),
+                near_leader=self.settings.nats_near_log_leader,
             )
             stack.push_async_callback(event_log.close)
         self.event_log = event_log

@@ -52,6 +52,7 @@ class NodeSettings:
     job_path: str = os.defpath  # PATH of process-runtime jobs
     nats_credentials: NatsCredentials = field(default_factory=NatsCredentials)
     stream_replicas: int = 1
+    nats_near_log_leader: bool = True  # see BusSettings
     log_cap_bytes: int = DEFAULT_LOG_CAP_BYTES  # an ended attempt's output kept: head + tail
     log_retention_seconds: float = DEFAULT_LOG_RETENTION_SECONDS  # then deleted
     metrics_port: int = 0  # serve /metrics, /livez and /readyz here (0: off)
@@ -134,6 +135,7 @@ class NodeSettings:
             job_path=get("JOB_PATH") or env.get("PATH") or os.defpath,
             nats_credentials=bus.nats_credentials(),
             stream_replicas=bus.stream_replicas,
+            nats_near_log_leader=bus.nats_near_log_leader,
             log_cap_bytes=int(number("LOG_CAP_BYTES", DEFAULT_LOG_CAP_BYTES)),
             log_retention_seconds=number("LOG_RETENTION_SECONDS", DEFAULT_LOG_RETENTION_SECONDS),
             metrics_port=port("METRICS_PORT"),
@@ -172,6 +174,7 @@ class NodeSettings:
             "NATS_TLS_CERT": creds.tls_cert,
             "NATS_TLS_KEY": creds.tls_key,
             "STREAM_REPLICAS": self.stream_replicas,
+            "NATS_NEAR_LOG_LEADER": "true" if self.nats_near_log_leader else "false",
             "LOG_CAP_BYTES": self.log_cap_bytes,
             "LOG_RETENTION_SECONDS": self.log_retention_seconds,
             "METRICS_PORT": self.metrics_port,

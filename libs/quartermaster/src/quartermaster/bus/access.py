@@ -89,6 +89,9 @@ class BusSettings(msgspec.Struct, frozen=True, kw_only=True):
     stream: str = "QM"
     subject_prefix: str = "qm"
     stream_replicas: int = 1  # 3 on a 3-node cluster: the log survives the loss of a node
+    # Move, once connected, to the node that leads the stream, by one of `nats_url`'s URLs:
+    # appends and pushed messages then cross no route between the nodes (bus.near_leader).
+    nats_near_log_leader: bool = True
 
     def nats_credentials(self) -> NatsCredentials:
         return NatsCredentials(

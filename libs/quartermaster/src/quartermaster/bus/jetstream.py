@@ -41,6 +41,7 @@ from quartermaster.bus.errors import (
 )
 from quartermaster.bus.feed import delete_feed_stream, ensure_feed_stream
 from quartermaster.bus.liveness import delete_liveness_bucket, ensure_liveness_bucket
+from quartermaster.bus.near_leader import connection_near_leader
 from quartermaster.bus.puback import (
     WRONG_LAST_MSG_ID,
     WRONG_LAST_SEQUENCE,
@@ -103,56 +104,19 @@ class JetStreamLog:
         credentials: NatsCredentials | None = None,
         replicas: int = 1,
         create_stream: bool = True,
+        near_leader: bool = False,
     ) -> JetStreamLog:
         """Connect (to any node of `url`, a comma-separated list), then create the stream or
         update it to this config; with `create_stream=False` only check that it exists (a
-        service whose NATS user may not manage streams)."""
+        service whose NATS user may not manage streams). `near_leader`: then move to the
+        node that leads the stream, where one of `url`'s reaches it (`bus.near_leader`)."""
         who = credentials or NatsCredentials()
-        refused: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
-        async def on_error(err: Exception) -> None:
-            await _log_async_error(err)
-            if _AUTHORIZATION_VIOLATION in str(err).lower() and not refused.done():
-                refused.set_result(str(err))
+        async def open_on(servers: list[str], **extra: Any) -> NatsClient:
+            return await _open(servers, who, connection_name, timeout_s, **extra)
 
-        # Waiting for a server that is not up yet is right (it retries for ever); one
-        # that refuses these credentials will not change its mind: fail at once.
-        connecting = asyncio.ensure_future(
-            nats.connect(
-                server_list(url),
-                name=connection_name,
-                max_reconnect_attempts=-1,
-                reconnect_time_wait=0.25,
-                **who.connect_options(),
-                **({"inbox_prefix": inbox} if (inbox := who.inbox_prefix()) else {}),
-                connect_timeout=timeout_s,
-                error_cb=on_error,
-                disconnected_cb=_log_disconnected,
-                reconnected_cb=_log_reconnected,
-            )
-        )
-        gave_up = False
-        try:
-            either: set[asyncio.Future[Any]] = {connecting, refused}
-            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            if not connecting.done():
-                gave_up = True
-                # Again until it ends: nats-py's connect can drop one cancel (3.11's
-                # wait_for) and go on retrying for ever, holding up a service's stop.
-                await cancel_and_wait(connecting)
-                if not connecting.cancelled() and connecting.exception() is None:
-                    with contextlib.suppress(*NATS_FAILURES, ConnectionError, TimeoutError):
-                        await asyncio.wait_for(connecting.result().close(), timeout_s)
-        if gave_up:
-            user = who.user or who.creds_file or "anonymous"
-            raise PermanentBusError(
-                f"connect to {url}: the server refused {user}: {refused.result()}"
-            )
-        try:
-            nc = connecting.result()
-        except NATS_FAILURES as err:
-            raise bus_error(err, f"connect to {url}") from err
+        servers = server_list(url)
+        nc = await open_on(servers)
         self = cls(
             nc,
             stream,
@@ -169,7 +133,22 @@ class JetStreamLog:
         except BaseException:
             await self.close()
             raise
-        return self
+        if not near_leader or len(servers) < 2:
+            return self
+        moved = await connection_near_leader(
+            self._nc, self._js, stream, servers, open_on, timeout_s
+        )
+        if moved is None:
+            return self
+        await self.close()
+        return cls(
+            moved,
+            stream,
+            subjects_prefix,
+            owns_connection=True,
+            timeout_s=timeout_s,
+            max_in_flight=max_in_flight,
+        )
 
     @classmethod
     async def attach(
@@ -540,3 +519,56 @@ async def _log_disconnected() -> None:
 
 async def _log_reconnected() -> None:
     log.info("nats reconnected")
+
+
+async def _open(
+    servers: list[str], who: NatsCredentials, name: str, timeout_s: float, **extra: Any
+) -> NatsClient:
+    """A connection to one of `servers` as `who` (`extra`: more of nats.connect's options)."""
+    refused: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    async def on_error(err: Exception) -> None:
+        await _log_async_error(err)
+        if _AUTHORIZATION_VIOLATION in str(err).lower() and not refused.done():
+            refused.set_result(str(err))
+
+    # Waiting for a server that is not up yet is right (it retries for ever); one
+    # that refuses these credentials will not change its mind: fail at once.
+    connecting = asyncio.ensure_future(
+        nats.connect(
+            servers,
+            name=name,
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=0.25,
+            **who.connect_options(),
+            **({"inbox_prefix": inbox} if (inbox := who.inbox_prefix()) else {}),
+            connect_timeout=timeout_s,
+            error_cb=on_error,
+            disconnected_cb=_log_disconnected,
+            reconnected_cb=_log_reconnected,
+            **extra,
+        )
+    )
+    gave_up = False
+    try:
+        either: set[asyncio.Future[Any]] = {connecting, refused}
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not connecting.done():
+            gave_up = True
+            # Again until it ends: nats-py's connect can drop one cancel (3.11's
+            # wait_for) and go on retrying for ever, holding up a service's stop.
+            await cancel_and_wait(connecting)
+            if not connecting.cancelled() and connecting.exception() is None:
+                with contextlib.suppress(*NATS_FAILURES, ConnectionError, TimeoutError):
+                    await asyncio.wait_for(connecting.result().close(), timeout_s)
+    if gave_up:
+        user = who.user or who.creds_file or "anonymous"
+        raise PermanentBusError(
+            f"connect to {','.join(servers)}: the server refused {user}: {refused.result()}"
+        )
+    try:
+        nc = connecting.result()
+    except NATS_FAILURES as err:
+        raise bus_error(err, f"connect to {','.join(servers)}") from err
+    return nc

@@ -132,6 +132,7 @@ async def connect(bus: BusSettings, name: str) -> JetStreamLog:
         credentials=credentials,
         replicas=bus.stream_replicas,
         create_stream=manages_stream(credentials),
+        near_leader=bus.nats_near_log_leader,
     )
 
 
