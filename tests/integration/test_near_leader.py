@@ -13,8 +13,10 @@ import pytest
 from nats.aio.client import Client as NatsClient
 
 from quartermaster.bus import JetStreamLog
+from quartermaster.bus import reader as reader_module
 from quartermaster.bus.errors import TransientBusError
 from quartermaster.bus.near_leader import connection_near_leader, server_name, stream_leader
+from quartermaster.bus.reader import OrderedReader
 from quartermaster.embedded.errors import EmbeddedServerError
 from quartermaster.embedded.nats_cluster import NatsCluster, wait_for_jetstream
 from quartermaster.testing.servers import unavailable
@@ -114,3 +116,27 @@ async def test_every_log_connected_near_the_leader_is_on_it_and_appends(
             assert (await log.read_stored(seq, 1))[0].data == f"m{i}".encode()
         finally:
             await log.close()
+
+
+async def test_an_ordered_readers_consumer_sits_on_the_readers_own_node(
+    cluster: NatsCluster, leader: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server places it on any node of the stream; the reader creates it again until
+    it is on its own (every node here, the leader and the followers alike)."""
+    monkeypatch.setattr(reader_module, "PLACE_TRIES", 40)  # a miss: (2/3)^40
+    for url in cluster.urls:
+        nc = await nats.connect(url)
+        try:
+            js = nc.jetstream()
+            reader = OrderedReader(nc, js, STREAM, "nl.>", 1)
+            await reader.start()
+            try:
+                assert reader.consumer is not None
+                info = await js.consumer_info(STREAM, reader.consumer)
+                assert info.cluster is not None and info.cluster.leader == server_name(nc)
+                consumers = await js.consumers_info(STREAM)
+                assert [c.name for c in consumers] == [reader.consumer]  # the misplaced: gone
+            finally:
+                await reader.stop()
+        finally:
+            await nc.close()

@@ -5,8 +5,8 @@ over a route to the stream's leader; the leader replicates it and sends the ack 
 same way. A service connected to the leader saves those route hops on every append
 (deployed_bench, 3 replicas, every service so placed: 66-73 NATS messages per job between
 the nodes, against 73-81 before; the rest is mostly the stream's replication).
-The consumers a service reads with are placed by the server on any of the stream's
-nodes: what they push may still cross a route.
+The consumers a service reads with sit on its node too (`bus.reader` places them), so
+what they push crosses no route either, and is pushed as it is acked.
 
 Where the leader is is asked once, at connect: a service stays where it is when the
 leader moves later (each append then costs the route hops again, as before), and one
