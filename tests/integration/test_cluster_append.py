@@ -10,8 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -19,31 +18,16 @@ from quartermaster.bus import JetStreamLog, KvLease, LogEntry
 from quartermaster.bus.consumer import ConsumedMessage, DurableConsumer
 from quartermaster.bus.errors import BusError, TransientBusError
 from quartermaster.bus.jetstream import MSG_ID
-from quartermaster.embedded.errors import EmbeddedServerError
 from quartermaster.embedded.nats_cluster import NatsCluster, wait_for_jetstream
-from quartermaster.testing.servers import unavailable
 
 APPENDS = 600
 KILL_AT = 200
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[NatsCluster]:
-    nodes = NatsCluster(tmp_path / "cluster", 3)
-    try:
-        nodes.start()
-    except EmbeddedServerError as err:
-        unavailable("a 3-node nats-server cluster", err)
-    try:
-        yield nodes
-    finally:
-        nodes.stop()
-
-
-@pytest.fixture
-async def clustered_log(cluster: NatsCluster) -> AsyncIterator[JetStreamLog]:
-    await wait_for_jetstream(cluster.url)
-    log = await _connect(cluster.url)
+async def clustered_log(nats_cluster: NatsCluster) -> AsyncIterator[JetStreamLog]:
+    await wait_for_jetstream(nats_cluster.url)
+    log = await _connect(nats_cluster.url)
     try:
         yield log
     finally:
@@ -113,7 +97,7 @@ async def _read_all(log: JetStreamLog, until: int, tries: int = 5) -> list[LogEn
 
 
 async def test_kill_9_of_the_stream_leader_loses_and_duplicates_no_append(
-    cluster: NatsCluster, clustered_log: JetStreamLog
+    nats_cluster: NatsCluster, clustered_log: JetStreamLog
 ) -> None:
     log = clustered_log
     seen: list[LogEntry] = []
@@ -135,8 +119,8 @@ async def test_kill_9_of_the_stream_leader_loses_and_duplicates_no_append(
     for i in range(APPENDS):
         if i == KILL_AT:
             leader = await _leader_of(log, "CL")
-            killed = cluster.index_of(leader)
-            cluster.kill(killed)
+            killed = nats_cluster.index_of(leader)
+            nats_cluster.kill(killed)
             killed_at = time.monotonic()
         fenced = i % 2 == 1
         seq = await _append_until_acked(log, i, last_fenced if fenced else None)
@@ -148,7 +132,7 @@ async def test_kill_9_of_the_stream_leader_loses_and_duplicates_no_append(
     elapsed = time.monotonic() - began
     assert killed is not None
     new_leader = await _leader_of(log, "CL")
-    cluster.start_node(killed)  # the operator's supervisor restarts it
+    nats_cluster.start_node(killed)  # the operator's supervisor restarts it
     await _leader_of(log, "CL")  # the stream has a leader again: its info is current
 
     # At least up to the highest ack: right after the restart, the stream's info has once
@@ -182,7 +166,7 @@ async def test_lease_bucket_has_the_streams_replicas(clustered_log: JetStreamLog
 
 
 async def test_a_durable_consumer_delivers_everything_across_a_leader_kill(
-    cluster: NatsCluster, clustered_log: JetStreamLog
+    nats_cluster: NatsCluster, clustered_log: JetStreamLog
 ) -> None:
     log = clustered_log
     for i in range(200):
@@ -207,7 +191,7 @@ async def test_a_durable_consumer_delivers_everything_across_a_leader_kill(
                     acked.add(msg.seq)
 
     await drain(100)
-    cluster.kill(cluster.index_of(await _leader_of(log, "CL")))
+    nats_cluster.kill(nats_cluster.index_of(await _leader_of(log, "CL")))
     await asyncio.wait_for(drain(200), timeout=60)
 
     assert len(acked) == 200  # every message delivered and acknowledged

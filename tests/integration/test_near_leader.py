@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import nats
@@ -17,34 +16,21 @@ from quartermaster.bus import reader as reader_module
 from quartermaster.bus.errors import TransientBusError
 from quartermaster.bus.near_leader import connection_near_leader, server_name, stream_leader
 from quartermaster.bus.reader import OrderedReader
-from quartermaster.embedded.errors import EmbeddedServerError
 from quartermaster.embedded.nats_cluster import NatsCluster, wait_for_jetstream
-from quartermaster.testing.servers import unavailable
 
 STREAM = "NL"
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[NatsCluster]:
-    nodes = NatsCluster(tmp_path / "cluster", 3)
-    try:
-        nodes.start()
-    except EmbeddedServerError as err:
-        unavailable("a 3-node nats-server cluster", err)
-    try:
-        yield nodes
-    finally:
-        nodes.stop()
-
-
-@pytest.fixture
-async def leader(cluster: NatsCluster) -> AsyncIterator[str]:
+async def leader(nats_cluster: NatsCluster) -> AsyncIterator[str]:
     """The stream made at 3 replicas; the name of the node that leads it."""
-    await wait_for_jetstream(cluster.url)
+    await wait_for_jetstream(nats_cluster.url)
     deadline = time.monotonic() + 20
     while True:  # the meta leader may still be settling after the first election
         try:
-            log = await JetStreamLog.connect(cluster.url, STREAM, "nl", replicas=3, timeout_s=2)
+            log = await JetStreamLog.connect(
+                nats_cluster.url, STREAM, "nl", replicas=3, timeout_s=2
+            )
             break
         except TransientBusError:
             if time.monotonic() > deadline:
@@ -62,25 +48,25 @@ async def _open_on(servers: list[str], **extra: Any) -> NatsClient:
     return await nats.connect(servers, **extra)
 
 
-def _url_of(cluster: NatsCluster, name: str) -> str:
-    return cluster.urls[int(name.rsplit("n", 1)[1]) - 1]  # nodes are named <cluster>-n<i>
+def _url_of(nats_cluster: NatsCluster, name: str) -> str:
+    return nats_cluster.urls[int(name.rsplit("n", 1)[1]) - 1]  # nodes are named <cluster>-n<i>
 
 
 async def test_a_connection_to_another_node_is_moved_to_the_leader(
-    cluster: NatsCluster, leader: str
+    nats_cluster: NatsCluster, leader: str
 ) -> None:
-    elsewhere = next(url for url in cluster.urls if url != _url_of(cluster, leader))
+    elsewhere = next(url for url in nats_cluster.urls if url != _url_of(nats_cluster, leader))
     nc = await nats.connect(elsewhere)
     try:
         assert server_name(nc) != leader
         moved = await connection_near_leader(
-            nc, nc.jetstream(), STREAM, cluster.urls, _open_on, 2.0
+            nc, nc.jetstream(), STREAM, nats_cluster.urls, _open_on, 2.0
         )
         assert moved is not None
         try:
             assert server_name(moved) == leader
             assert moved.connected_url is not None
-            assert moved.connected_url.netloc == _url_of(cluster, leader).split("://")[1]
+            assert moved.connected_url.netloc == _url_of(nats_cluster, leader).split("://")[1]
         finally:
             await moved.close()
         # Only its own node's URL: nothing reaches the leader, the connection stays.
@@ -92,11 +78,13 @@ async def test_a_connection_to_another_node_is_moved_to_the_leader(
         await nc.close()
 
 
-async def test_a_connection_on_the_leader_stays(cluster: NatsCluster, leader: str) -> None:
-    nc = await nats.connect(_url_of(cluster, leader))
+async def test_a_connection_on_the_leader_stays(nats_cluster: NatsCluster, leader: str) -> None:
+    nc = await nats.connect(_url_of(nats_cluster, leader))
     try:
         assert (
-            await connection_near_leader(nc, nc.jetstream(), STREAM, cluster.urls, _open_on, 2.0)
+            await connection_near_leader(
+                nc, nc.jetstream(), STREAM, nats_cluster.urls, _open_on, 2.0
+            )
             is None
         )
     finally:
@@ -104,12 +92,14 @@ async def test_a_connection_on_the_leader_stays(cluster: NatsCluster, leader: st
 
 
 async def test_every_log_connected_near_the_leader_is_on_it_and_appends(
-    cluster: NatsCluster, leader: str
+    nats_cluster: NatsCluster, leader: str
 ) -> None:
     """Whichever node nats-py picks first (it shuffles the URLs), the log ends on the
     leader, and appends and reads there."""
     for i in range(6):
-        log = await JetStreamLog.connect(cluster.url, STREAM, "nl", near_leader=True, timeout_s=2)
+        log = await JetStreamLog.connect(
+            nats_cluster.url, STREAM, "nl", near_leader=True, timeout_s=2
+        )
         try:
             assert server_name(log.nc) == leader
             seq = await log.append("nl.x", f"m{i}".encode(), msg_id=f"m{i}")
@@ -119,12 +109,12 @@ async def test_every_log_connected_near_the_leader_is_on_it_and_appends(
 
 
 async def test_an_ordered_readers_consumer_sits_on_the_readers_own_node(
-    cluster: NatsCluster, leader: str, monkeypatch: pytest.MonkeyPatch
+    nats_cluster: NatsCluster, leader: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The server places it on any node of the stream; the reader creates it again until
     it is on its own (every node here, the leader and the followers alike)."""
     monkeypatch.setattr(reader_module, "PLACE_TRIES", 40)  # a miss: (2/3)^40
-    for url in cluster.urls:
+    for url in nats_cluster.urls:
         nc = await nats.connect(url)
         try:
             js = nc.jetstream()

@@ -41,6 +41,7 @@ from quartermaster.embedded.nats_auth import (
     service_users,
     user_name,
 )
+from quartermaster.embedded.nats_cluster import NatsCluster
 from quartermaster.embedded.nats_credentials import NatsPasswords
 from quartermaster.embedded.nats_server import EmbeddedNats
 from quartermaster.embedded.postgres import EmbeddedPostgres
@@ -73,6 +74,20 @@ def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedNa
         unavailable("nats-server", err)
     yield server
     server.stop()
+
+
+@pytest.fixture
+def nats_cluster(tmp_path: Path) -> Iterator[NatsCluster]:
+    """Three nats-server nodes with JetStream, routed to each other on loopback."""
+    nodes = NatsCluster(tmp_path / "cluster", 3)
+    try:
+        nodes.start()
+    except EmbeddedServerError as err:
+        unavailable("a 3-node nats-server cluster", err)
+    try:
+        yield nodes
+    finally:
+        nodes.stop()
 
 
 class SecuredBus:
