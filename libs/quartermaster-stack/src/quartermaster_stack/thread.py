@@ -14,6 +14,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
+from quartermaster import eventloop
 from quartermaster_stack.settings import StackSettings
 from quartermaster_stack.stack import Stack
 
@@ -45,7 +46,7 @@ class StackThread:
         return self.stack.credentials_dir
 
     def _main(self) -> None:
-        asyncio.run(self._serve())
+        eventloop.run(self._serve())
 
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()

@@ -80,6 +80,9 @@ def write_now(nc: NatsClient) -> None:
         return
     if not nc.is_connected or nc.is_draining_pubs:
         return
-    transport.writelines(pending)
+    try:
+        transport.writelines(pending)
+    except RuntimeError:  # uvloop: the transport closed before nats-py saw it go
+        return  # kept for the flusher, which writes it after the reconnect
     nc._pending = []
     nc._pending_data_size = 0
