@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from quartermaster import eventloop, telemetry
+from quartermaster import telemetry
 from quartermaster.audit.errors import AuditError
 from quartermaster.auth import Role, ShareRef, TokenError
 from quartermaster.auth.local import LocalCredentials
@@ -158,7 +158,7 @@ def _up(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     if _ports_taken(settings):
         return 2
-    eventloop.run(up(settings))
+    asyncio.run(up(settings))
     return 0
 
 
@@ -170,7 +170,7 @@ def _demo(args: argparse.Namespace) -> int:
     settings = settings_from(args, data_dir=data_dir, nodes=3, stop_grace_seconds=3.0)
     if _ports_taken(settings):
         return 2
-    eventloop.run(demo(settings))
+    asyncio.run(demo(settings))
     return 0
 
 

@@ -14,7 +14,6 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from quartermaster import eventloop
 from quartermaster_stack.settings import StackSettings
 from quartermaster_stack.stack import Stack
 
@@ -46,7 +45,7 @@ class StackThread:
         return self.stack.credentials_dir
 
     def _main(self) -> None:
-        eventloop.run(self._serve())
+        asyncio.run(self._serve())
 
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()

@@ -80,9 +80,6 @@ def write_now(nc: NatsClient) -> None:
         return
     if not nc.is_connected or nc.is_draining_pubs:
         return
-    try:
-        transport.writelines(pending)
-    except RuntimeError:  # uvloop: the transport closed before nats-py saw it go
-        return  # kept for the flusher, which writes it after the reconnect
+    transport.writelines(pending)
     nc._pending = []
     nc._pending_data_size = 0

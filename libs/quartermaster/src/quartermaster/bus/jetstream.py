@@ -423,15 +423,12 @@ class JetStreamLog:
             # read, e.g. a pull subscription's late "request timeout" status messages.
             # Nor a flush while the server is gone: its PING waits out the whole timeout
             # for a PONG that cannot come, and what is pending is lost on close anyway.
-            # RuntimeError: uvloop's transport refuses a write once it is closed (where
-            # asyncio's drops it), and nats-py writes what is pending on close.
             if self._nc.is_connected:
-                with contextlib.suppress(*NATS_FAILURES, RuntimeError):
+                with contextlib.suppress(*NATS_FAILURES):
                     await self._nc.flush(timeout=max(1, round(self._timeout_s)))
             # Bounded and quiet: closing a TLS connection whose transport is already gone
             # raises from inside asyncio's SSL protocol (or waits on it) in nats-py.
-            gone = (ConnectionError, AttributeError, TimeoutError, RuntimeError)
-            with contextlib.suppress(*NATS_FAILURES, *gone):
+            with contextlib.suppress(*NATS_FAILURES, ConnectionError, AttributeError, TimeoutError):
                 await asyncio.wait_for(self._nc.close(), self._timeout_s)
 
     async def __aenter__(self) -> JetStreamLog:

@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
-from quartermaster import eventloop
 from quartermaster.bus import JetStreamLog
 from quartermaster.bus.access import BusSettings, NatsCredentials
 
@@ -92,7 +91,7 @@ def run(coro: Coroutine[Any, Any, None]) -> None:
     global _under_run
     _under_run = True
     try:
-        eventloop.run(coro)
+        asyncio.run(coro)
     finally:
         _under_run = False
         for thread in threading.enumerate():
