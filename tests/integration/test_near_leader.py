@@ -12,6 +12,7 @@ import pytest
 from nats.aio.client import Client as NatsClient
 
 from quartermaster.bus import JetStreamLog
+from quartermaster.bus import jetstream as jetstream_module
 from quartermaster.bus import reader as reader_module
 from quartermaster.bus.errors import TransientBusError
 from quartermaster.bus.near_leader import connection_near_leader, server_name, stream_leader
@@ -130,3 +131,27 @@ async def test_an_ordered_readers_consumer_sits_on_the_readers_own_node(
                 await reader.stop()
         finally:
             await nc.close()
+
+
+async def test_a_connect_cancelled_while_it_looks_for_the_leader_closes_what_it_opened(
+    nats_cluster: NatsCluster, leader: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A service stopped while it starts leaves no connection behind."""
+    looking = asyncio.Event()
+    seen: list[NatsClient] = []
+
+    async def never(current: NatsClient, *_: Any) -> NatsClient | None:
+        seen.append(current)
+        looking.set()
+        await asyncio.Event().wait()
+        return None
+
+    monkeypatch.setattr(jetstream_module, "connection_near_leader", never)
+    connecting = asyncio.create_task(
+        JetStreamLog.connect(nats_cluster.url, STREAM, "nl", near_leader=True, timeout_s=2)
+    )
+    await asyncio.wait_for(looking.wait(), 10)
+    connecting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await connecting
+    assert seen and seen[0].is_closed

@@ -135,9 +135,13 @@ class JetStreamLog:
             raise
         if not near_leader or len(servers) < 2:
             return self
-        moved = await connection_near_leader(
-            self._nc, self._js, stream, servers, open_on, timeout_s
-        )
+        try:
+            moved = await connection_near_leader(
+                self._nc, self._js, stream, servers, open_on, timeout_s
+            )
+        except BaseException:  # a cancel (the service stops while it starts)
+            await self.close()
+            raise
         if moved is None:
             return self
         await self.close()
