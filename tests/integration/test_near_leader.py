@@ -50,7 +50,7 @@ async def _open_on(servers: list[str], **extra: Any) -> NatsClient:
 
 
 def _url_of(nats_cluster: NatsCluster, name: str) -> str:
-    return nats_cluster.urls[int(name.rsplit("n", 1)[1]) - 1]  # nodes are named <cluster>-n<i>
+    return nats_cluster.urls[nats_cluster.index_of(name)]
 
 
 async def test_a_connection_to_another_node_is_moved_to_the_leader(
