@@ -115,44 +115,35 @@ class JetStreamLog:
         async def open_on(servers: list[str], **extra: Any) -> NatsClient:
             return await _open(servers, who, connection_name, timeout_s, **extra)
 
+        def log_on(nc: NatsClient) -> JetStreamLog:
+            return cls(
+                nc,
+                stream,
+                subjects_prefix,
+                owns_connection=True,
+                timeout_s=timeout_s,
+                max_in_flight=max_in_flight,
+            )
+
         servers = server_list(url)
-        nc = await open_on(servers)
-        self = cls(
-            nc,
-            stream,
-            subjects_prefix,
-            owns_connection=True,
-            timeout_s=timeout_s,
-            max_in_flight=max_in_flight,
-        )
-        try:
+        self = log_on(await open_on(servers))
+        moved: NatsClient | None = None
+        try:  # closed on any failure, or a cancel (the service stops while it starts)
             if create_stream:
                 await self.ensure_stream(duplicate_window_s=duplicate_window_s, replicas=replicas)
             else:
                 await self.last_seq()  # raises when the stream is missing
+            if near_leader and len(servers) > 1:
+                moved = await connection_near_leader(
+                    self._nc, self._js, stream, servers, open_on, timeout_s
+                )
         except BaseException:
-            await self.close()
-            raise
-        if not near_leader or len(servers) < 2:
-            return self
-        try:
-            moved = await connection_near_leader(
-                self._nc, self._js, stream, servers, open_on, timeout_s
-            )
-        except BaseException:  # a cancel (the service stops while it starts)
             await self.close()
             raise
         if moved is None:
             return self
         await self.close()
-        return cls(
-            moved,
-            stream,
-            subjects_prefix,
-            owns_connection=True,
-            timeout_s=timeout_s,
-            max_in_flight=max_in_flight,
-        )
+        return log_on(moved)
 
     @classmethod
     async def attach(
