@@ -23,7 +23,7 @@ from typing import Any
 
 from qm_node_agent.attempt import AttemptRunner
 from qm_node_agent.contract.checkpoints import Round
-from qm_node_agent.contract.host import interface_of
+from qm_node_agent.contract.host import interface_of, resolve
 from qm_node_agent.contract.stage import reset_chain_tree
 from qm_node_agent.desired import attempt_on, cache_chains, is_current, should_run, stop_reason
 from qm_node_agent.desired import stop_wanted as stop_wanted_for
@@ -112,7 +112,10 @@ class NodeAgent:
         self._spares = Spares(self.layout.spares)
         self._runtime = runtime or make_runtime(settings, self._spares)
         self._roles = load_roles(settings.roles_file)
-        self._interface = interface_of(settings.address)  # resourceconfig.json names it
+        # This host's address looked up once, here: its jobs' hosts files name it without
+        # a lookup at each launch (which could wait on DNS).
+        self._own_ip = resolve(settings.address)
+        self._interface = interface_of(self._own_ip)  # resourceconfig.json names it
         self._gpus = None if gpus is None else list(gpus)
         self._clock = clock
         self._metrics = metrics
@@ -411,7 +414,11 @@ class NodeAgent:
                 ml_dir=self.layout.ml_dir(job.chain_id),
                 hosts_file=self.layout.hosts_file(job.chain_id),
                 access_for=self._roles.access,
-                addresses={h: hosts[h].address for h in job.hosts if h in hosts},
+                addresses={
+                    h: self._own_ip if h == self.host_id else hosts[h].address
+                    for h in job.hosts
+                    if h in hosts
+                },
                 network_interface=self._interface,
             )
         except LaunchError as err:

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from qm_node_agent.contract.checkpoints import restore
-from qm_node_agent.contract.host import resolve
+from qm_node_agent.contract.host import needs_lookup, resolve
 from qm_node_agent.contract.spec import Channel, Contract
 from qm_node_agent.errors import LaunchError
 from qm_node_agent.spares import empty_folder
@@ -113,6 +113,19 @@ def prepare(
         staged.seconds + time.perf_counter() - started,
         staged.channels,
         restored,
+    )
+
+
+def only_rewrites(contract: Contract, addresses: dict[str, str]) -> bool:
+    """Whether `prepare`, on a tree with nothing a job wrote in it (a kept one, reset
+    when it was given back: `Spares.take_tree`), only rewrites its few small files in
+    place: no channel to stage, no checkpoint to restore, no address to look up. Such a
+    prepare may run on the caller's loop: it takes less there than a worker thread's
+    hand-off and return (0.63 + 0.30 ms p50 on an idle agent of a 2-core VM)."""
+    return (
+        not contract.channels
+        and contract.outputs.checkpoints is None
+        and not any(map(needs_lookup, addresses.values()))
     )
 
 

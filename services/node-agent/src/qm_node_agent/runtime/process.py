@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -28,7 +29,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from qm_node_agent.contract.stage import prepare
+from qm_node_agent.contract.stage import only_rewrites, prepare
 from qm_node_agent.errors import LaunchError, RuntimeFailure
 from qm_node_agent.launch import ML_DIR, LaunchSpec
 from qm_node_agent.records import AttemptRecord
@@ -162,14 +163,19 @@ class ProcessRuntime:
         if not _resolvable(command[0], spec.work_dir, env["PATH"]):
             raise LaunchError.client(f"command not found: {command[0]}")
         outputs = spec.contract.outputs
-        self._spares.take_tree(Path(outputs.ml_dir).parent)  # a chain's first attempt
-        staged = await asyncio.to_thread(
+        # A chain's first attempt: a kept tree, reset when given back, if there is one.
+        placed = self._spares.take_tree(Path(outputs.ml_dir).parent)
+        lay_out = functools.partial(
             prepare,
             spec.contract,
             spec.access,
             addresses=spec.addresses,
             network_interface=spec.network_interface,
         )
+        if placed and only_rewrites(spec.contract, spec.addresses):
+            staged = lay_out()  # a few small files: less than a worker thread's round trip
+        else:  # downloads, copies, lookups, or emptying what the last attempt wrote
+            staged = await asyncio.to_thread(lay_out)
         if self.namespaces:
             argv = [self._unshare, "--mount", "--propagation", "private"]
             argv += wrapper_argv(
