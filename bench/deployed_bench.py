@@ -525,11 +525,13 @@ def run_qm_up(args: argparse.Namespace, run: int, figures: Figures) -> None:
                 seconds = {"qm up (its process)": short_jobs_bench.own_cpu()}
                 for child in psutil.Process().children(recursive=True):
                     with contextlib.suppress(psutil.Error):
-                        if child.name() in ("nats-server", "postgres", "weed"):
+                        if child.name() in ("nats-server", "weed"):
                             t = child.cpu_times()
                             seconds[child.name()] = (
                                 seconds.get(child.name(), 0.0) + t.user + t.system
                             )
+                # Not a child: pg_ctl starts the postmaster, and exits.
+                seconds["postgres"] = _postgres_cpu(Path(tmp) / "postgres")
                 seconds["jobs (reaped)"] = short_jobs_bench.children_cpu()
                 return seconds
 
