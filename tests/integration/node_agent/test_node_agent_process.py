@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -23,6 +25,7 @@ from qm_node_agent import attempt
 from qm_node_agent.attempt import LOST_REASON, TIMEOUT_REASON
 from qm_node_agent.layout import Layout
 from qm_node_agent.records import AttemptRecord, AttemptStore
+from qm_node_agent.reporter import Reporter
 from quartermaster import events as ev
 from quartermaster.bus.liveness import LivenessWatch
 from quartermaster.core import HostStatus, JobStatus
@@ -46,6 +49,40 @@ async def test_a_job_that_exits_0_succeeds(cluster: Cluster) -> None:
     assert kinds == [ev.JobStarting, ev.JobRunning, ev.JobSucceeded]
     subject = subjects.reports("h1", cluster.log.prefix)
     assert {s for s, e in cluster.reports if getattr(e, "job_id", None) == "ok"} == {subject}
+
+
+async def test_an_end_the_log_holds_before_its_ack_returns_is_no_stop(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The log says the attempt is over on the host once the final report is folded,
+    mostly before the report's ack is back: that is no stop of the ended job (none is
+    requested or logged), and its outcome stands."""
+    report = Reporter.report
+    folded_first = asyncio.Event()
+
+    async def ack_after_the_fold(self: Reporter, event: Any, trace: str | None = None) -> int:
+        seq = await report(self, event, trace)
+        if isinstance(event, ev.JobSucceeded):
+            await cluster.until_status(event.job_id, JobStatus.SUCCEEDED)
+            await asyncio.sleep(0.3)  # the agent's own view of the end comes meanwhile
+            folded_first.set()
+        return seq
+
+    monkeypatch.setattr(Reporter, "report", ack_after_the_fold)
+    caplog.set_level(logging.INFO, logger="qm_node_agent")
+    settings = cluster.settings()
+    async with cluster.agent(settings):
+        await cluster.until_host()
+        await cluster.run("done", payload(entrypoint=["true"]))
+        await asyncio.wait_for(folded_first.wait(), 15)
+        await cluster.until(
+            "the attempt is forgotten",
+            lambda: not AttemptStore(Layout(settings.data_dir)).load_all(),
+        )
+    lines = [r.getMessage() for r in caplog.records if "job_id=done" in r.getMessage()]
+    assert any("reported JobSucceeded" in line for line in lines)
+    assert not [line for line in lines if "stop requested" in line]
+    assert [type(e) for e in cluster.reported("done")][-1] is ev.JobSucceeded
 
 
 async def test_heartbeats_keep_coming_to_the_liveness_bucket_not_the_log(cluster: Cluster) -> None:

@@ -125,6 +125,11 @@ class AttemptRunner:
         return self.record.key
 
     def request_stop(self, reason: str) -> None:
+        """Stop the part (its end is reported as a stop). Nothing to stop once its end is
+        being reported: the log then says it is over here, mostly before the report's
+        ack has come back."""
+        if self.record.outcome is not None:
+            return
         if not self._stop.is_set():
             self.stop_reason = reason
             self._stop.set()
