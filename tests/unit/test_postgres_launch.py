@@ -104,37 +104,35 @@ def test_a_retry_gets_a_new_handle_not_the_wheels_broken_one(tmp_path: Path) -> 
     assert len(launches) == 2
 
 
-def test_a_crashed_initdb_on_a_new_dir_is_run_again_on_an_empty_one(tmp_path: Path) -> None:
-    data = tmp_path / "pg"
-    calls: list[list[str]] = []
-
-    def get_server(data_dir: Path, cleanup_mode: str) -> str:
-        data_dir.mkdir(exist_ok=True)
-        calls.append(sorted(p.name for p in data_dir.iterdir()))
-        if len(calls) == 1:  # initdb wrote a part of the cluster, then died of SIGBUS
-            (data_dir / "PG_VERSION").write_text("17\n")
-            (data_dir / "base").mkdir()
-            raise subprocess.CalledProcessError(-7, ["/pg/bin/initdb", "-D", str(data_dir)])
-        return "server"
-
-    assert _started(get_server, data, no_handle) == "server"
-    assert calls == [[], []]  # the second initdb found the dir empty
-
-
-def test_a_crashed_pg_ctl_keeps_the_cluster_initdb_made(tmp_path: Path) -> None:
-    data = tmp_path / "pg"
+@pytest.mark.parametrize(
+    ("command", "code", "left", "seen_by_the_retry"),
+    [
+        # initdb wrote a part of the cluster, then died: the retry runs it on an empty dir
+        (["/pg/bin/initdb", "-D", "pg"], -7, ("PG_VERSION", "base"), []),
+        # pg_ctl died after initdb made the cluster: the retry starts that cluster
+        (["/pg/bin/pg_ctl", "start"], -11, ("PG_VERSION",), ["PG_VERSION"]),
+    ],
+)
+def test_a_crashed_launch_on_a_new_dir(
+    tmp_path: Path,
+    command: list[str],
+    code: int,
+    left: tuple[str, ...],
+    seen_by_the_retry: list[str],
+) -> None:
     calls: list[list[str]] = []
 
     def get_server(data_dir: Path, cleanup_mode: str) -> str:
         data_dir.mkdir(exist_ok=True)
         calls.append(sorted(p.name for p in data_dir.iterdir()))
         if len(calls) == 1:
-            (data_dir / "PG_VERSION").write_text("17\n")
-            raise subprocess.CalledProcessError(-11, ["/pg/bin/pg_ctl", "start"])
+            for name in left:
+                (data_dir / name).mkdir()
+            raise subprocess.CalledProcessError(code, command)
         return "server"
 
-    assert _started(get_server, data, no_handle) == "server"
-    assert calls == [[], ["PG_VERSION"]]
+    assert _started(get_server, tmp_path / "pg", no_handle) == "server"
+    assert calls == [[], seen_by_the_retry]
 
 
 def test_the_wheels_handle_and_its_exit_hook_are_forgotten(
