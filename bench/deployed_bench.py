@@ -597,7 +597,15 @@ def report(args: argparse.Namespace, deployed: Figures, qm_up: Figures) -> None:
             line(f"    {LAYOUT.subject_prefix}.{family}", [m.subjects[family] / jobs for m in ms])
 
 
+def _stop_on_term(signum: int, _frame: object) -> None:
+    """SIGTERM (`timeout`, a CI step) unwinds like Ctrl-C, so every `with` stops what it
+    started: the topology's processes lead sessions of their own and get no signal, and
+    were left running, idle but busy enough to slow the next runs."""
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _stop_on_term)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--jobs", type=int, default=1000)
