@@ -10,7 +10,7 @@ import pytest
 from qm_node_agent.contract import build_contract
 from qm_node_agent.contract.outputs import collect, failure_reason
 from qm_node_agent.contract.spec import Outputs, algo_hosts
-from qm_node_agent.contract.stage import prepare
+from qm_node_agent.contract.stage import prepare, write_if_changed
 from qm_node_agent.errors import LaunchError
 from quartermaster import events as ev
 from quartermaster.core import Job
@@ -164,3 +164,16 @@ def test_an_s3_channel_without_credentials_is_a_client_error(tmp_path: Path) -> 
         made(tmp_path, payload)
     assert raised.value.failure_class is ev.FailureClass.CLIENT_ERROR
     assert "'train'" in raised.value.reason and "s3://data/x/" in raised.value.reason
+
+
+def test_a_reused_trees_file_is_rewritten_in_place_and_cut_to_length(tmp_path: Path) -> None:
+    path = tmp_path / "resourceconfig.json"
+    write_if_changed(path, b"a longer document from the last chain")
+    inode = path.stat().st_ino
+    write_if_changed(path, b"shorter")
+    assert (path.read_bytes(), path.stat().st_ino) == (b"shorter", inode)
+    before = path.stat().st_mtime_ns
+    write_if_changed(path, b"shorter")  # the same: not written at all
+    assert path.stat().st_mtime_ns == before
+    write_if_changed(path, b"shorter, then longer")
+    assert path.read_bytes() == b"shorter, then longer"

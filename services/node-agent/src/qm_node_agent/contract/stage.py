@@ -130,18 +130,23 @@ def only_rewrites(contract: Contract, addresses: dict[str, str]) -> bool:
 
 
 def _write_json(path: Path, value: Any) -> None:
-    _write_if_changed(path, msgspec.json.encode(value))
+    write_if_changed(path, msgspec.json.encode(value))
 
 
-def _write_if_changed(path: Path, data: bytes) -> None:
-    """In place, and not at all when the file (a reused tree's) already holds `data`:
-    a read is cheaper than truncating and reallocating the file's block."""
+def write_if_changed(path: Path, data: bytes) -> None:
+    """In place, and not at all when the file (a reused tree's) already holds `data`.
+
+    Overwritten from the start and cut to length, never emptied first: ext4 flushes a
+    file that was truncated to empty when it is closed (`auto_da_alloc`), which made
+    a changed small file cost 0.25 ms (p50) on this host's loop, against 0.023 ms."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
     try:
-        if path.read_bytes() == data:
+        if os.pread(fd, len(data) + 1, 0) == data:
             return
-    except OSError:
-        pass
-    path.write_bytes(data)
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
 
 
 def _write_hosts(path: Path, contract: Contract, addresses: dict[str, str]) -> None:
@@ -155,7 +160,7 @@ def _write_hosts(path: Path, contract: Contract, addresses: dict[str, str]) -> N
         lines.append(f"{resolve(addresses.get(host_id, ''))}\t{algo}")
     # In place, not renamed over: a docker sandbox made before this attempt has the
     # file's inode mounted.
-    _write_if_changed(path, ("\n".join(lines) + "\n").encode())
+    write_if_changed(path, ("\n".join(lines) + "\n").encode())
 
 
 def _stage_channels(ml: Path, contract: Contract, access: S3Access | None) -> Staged:
