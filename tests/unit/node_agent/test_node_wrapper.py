@@ -9,14 +9,19 @@ from __future__ import annotations
 import ast
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from qm_node_agent import wrapper
-from qm_node_agent.wrapper import wrapper_argv
+from qm_node_agent.launch import ML_DIR
+from qm_node_agent.runtime.process import namespace_problem
+from qm_node_agent.wrapper import bind_mounts, wrapper_argv
 
 
 def wrap(exit_file: Path, *command: str) -> subprocess.Popen[bytes]:
@@ -145,4 +150,45 @@ def test_a_log_the_wrapper_cannot_open_is_an_infrastructure_error_and_runs_nothi
     status = json.loads(exit_file.read_text())
     assert status["infrastructure_error"] == wrapper.LOG_ERROR
     assert status["start_error"] is None
+    assert not ran.exists()
+
+
+NAMESPACES = namespace_problem(shutil.which("unshare") or "unshare")
+needs_namespaces = pytest.mark.skipif(
+    NAMESPACES is not None, reason=f"no mount namespaces here: {NAMESPACES}"
+)
+
+
+def in_own_namespace(exit_file: Path, command: list[str], mounts: Path) -> int:
+    argv = ["unshare", "--mount", "--propagation", "private"]
+    argv += wrapper_argv(str(exit_file), command, "", str(mounts))
+    return subprocess.run(argv, start_new_session=True, timeout=10, check=False).returncode
+
+
+@needs_namespaces
+def test_the_job_sees_its_binds_by_one_mount_even_with_odd_paths(tmp_path: Path) -> None:
+    tree, hosts = tmp_path / "a tree\\with odd\tnames", tmp_path / "hosts file"
+    tree.mkdir()
+    (tree / "marker").write_text("this job's\n")
+    hosts.write_text("10.0.0.1 algo-1\n")
+    mounts, seen = tmp_path / "mounts.fstab", tmp_path / "seen"
+    mounts.write_text(bind_mounts([(str(tree), ML_DIR), (str(hosts), "/etc/hosts")]))
+    script = f"cat {ML_DIR}/marker /etc/hosts > {seen}"
+
+    assert in_own_namespace(tmp_path / "exit", ["sh", "-c", script], mounts) == 0
+    assert seen.read_text() == "this job's\n10.0.0.1 algo-1\n"
+    assert not Path(ML_DIR, "marker").exists()  # the host's own view is untouched
+    assert "algo-1" not in Path("/etc/hosts").read_text()
+
+
+@needs_namespaces
+def test_binds_that_cannot_be_made_are_an_infrastructure_error_and_run_nothing(
+    tmp_path: Path,
+) -> None:
+    exit_file, ran, mounts = tmp_path / "exit", tmp_path / "ran", tmp_path / "mounts.fstab"
+    mounts.write_text(bind_mounts([(str(tmp_path / "gone"), ML_DIR)]))
+
+    assert in_own_namespace(exit_file, ["touch", str(ran)], mounts) == 1
+    status = json.loads(exit_file.read_text())
+    assert status["infrastructure_error"] == wrapper.MOUNT_ERROR
     assert not ran.exists()

@@ -18,28 +18,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import logging
 import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from qm_node_agent.contract.stage import only_rewrites, prepare
+from qm_node_agent.contract.stage import Staged, only_rewrites, prepare, write_if_changed
 from qm_node_agent.errors import LaunchError, RuntimeFailure
 from qm_node_agent.launch import ML_DIR, LaunchSpec
 from qm_node_agent.records import AttemptRecord
 from qm_node_agent.runtime.base import ExitStatus, tail
 from qm_node_agent.settings import RuntimeKind
 from qm_node_agent.spares import Spares
-from qm_node_agent.wrapper import ARGV0, SHELL, wrapper_argv
+from qm_node_agent.wrapper import ARGV0, SHELL, bind_mounts, wrapper_argv
 from quartermaster.events import StartPhases
 
 log = logging.getLogger(__name__)
+
+MOUNTS_FILE = "mounts.fstab"  # beside the chain's hosts file: the job's bind mounts
 
 POLL_S = 0.05
 
@@ -165,22 +167,28 @@ class ProcessRuntime:
         outputs = spec.contract.outputs
         # A chain's first attempt: a kept tree, reset when given back, if there is one.
         placed = self._spares.take_tree(Path(outputs.ml_dir).parent)
-        lay_out = functools.partial(
-            prepare,
-            spec.contract,
-            spec.access,
-            addresses=spec.addresses,
-            network_interface=spec.network_interface,
-        )
+        hosts_file = spec.contract.hosts_file
+        mounts = Path(hosts_file).with_name(MOUNTS_FILE) if self.namespaces else None
+
+        def lay_out() -> Staged:
+            staged = prepare(
+                spec.contract,
+                spec.access,
+                addresses=spec.addresses,
+                network_interface=spec.network_interface,
+            )
+            if mounts is not None:  # each time: a kept tree may hold another chain's
+                binds = [(outputs.ml_dir, ML_DIR), (hosts_file, "/etc/hosts")]
+                write_if_changed(mounts, bind_mounts(binds).encode())
+            return staged
+
         if placed and only_rewrites(spec.contract, spec.addresses):
             staged = lay_out()  # a few small files: less than a worker thread's round trip
         else:  # downloads, copies, lookups, or emptying what the last attempt wrote
             staged = await asyncio.to_thread(lay_out)
         if self.namespaces:
             argv = [self._unshare, "--mount", "--propagation", "private"]
-            argv += wrapper_argv(
-                str(exit_file), command, record.log_file, outputs.ml_dir, spec.contract.hosts_file
-            )
+            argv += wrapper_argv(str(exit_file), command, record.log_file, str(mounts))
         else:
             env["QM_ML_DIR"] = outputs.ml_dir
             argv = wrapper_argv(str(exit_file), command, record.log_file)
@@ -224,14 +232,16 @@ def namespace_problem(unshare: str) -> str | None:
         os.makedirs(ML_DIR, exist_ok=True)  # the mount point
     except OSError as err:
         return f"cannot create {ML_DIR}: {err.strerror}"
-    probe = f"mount --bind {ML_DIR} {ML_DIR} && mount --bind /etc/hosts /etc/hosts"
-    try:
-        done = subprocess.run(
-            [unshare, "--mount", "--propagation", "private", SHELL, "-c", probe],
-            capture_output=True,
-            timeout=10,
-            check=False,
-        )
+    try:  # as the jobs' wrappers mount theirs
+        with tempfile.NamedTemporaryFile("w", prefix="qm-mounts-", suffix=".fstab") as mounts:
+            mounts.write(bind_mounts([(ML_DIR, ML_DIR), ("/etc/hosts", "/etc/hosts")]))
+            mounts.flush()
+            done = subprocess.run(
+                [unshare, "--mount", "--propagation", "private", "mount", "-T", mounts.name, "-a"],
+                capture_output=True,
+                timeout=10,
+                check=False,
+            )
     except (OSError, subprocess.TimeoutExpired) as err:
         return f"{unshare}: {err}"
     if done.returncode != 0:
