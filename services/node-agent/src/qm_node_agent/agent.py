@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import shutil
@@ -78,6 +79,15 @@ def make_runtime(settings: NodeSettings, spares: Spares) -> JobRuntime:
             host_id=settings.host_id,
         )
     return ProcessRuntime(spares, settings.job_path)
+
+
+@dataclasses.dataclass
+class Chores:
+    """File work of one tidy-up, done in one worker thread (`NodeAgent._do`): each
+    chore's name (for a failure's log) and body, and the folders being deleted."""
+
+    todo: list[tuple[str, Callable[[], None]]] = dataclasses.field(default_factory=list)
+    deleting: list[Path] = dataclasses.field(default_factory=list)
 
 
 class NodeAgent:
@@ -399,8 +409,28 @@ class NodeAgent:
         if self._stopping.is_set():
             return
         state = self.state
-        self._forget_finished(state)
-        self._prune_caches(state)
+        chores = Chores()
+        self._forget_finished(state, chores)
+        self._prune_caches(state, chores)
+        if chores.todo:
+            self._spawn(self._do(chores), "tidy files")
+
+    async def _do(self, chores: Chores) -> None:
+        """The chores' file work, in order, in one worker thread (a hand-off costs the
+        loop about what a small chore does: three a job were 7 % of an agent's CPU);
+        one that fails is logged, and the others still run."""
+
+        def run_all() -> None:
+            for name, chore in chores.todo:
+                try:
+                    chore()
+                except Exception:
+                    log.exception("host=%s %s failed", self.host_id, name)
+
+        try:
+            await asyncio.to_thread(run_all)
+        finally:
+            self._deleting.difference_update(chores.deleting)
 
     def _keep_registered(self, status: HostStatus) -> None:
         """A host declared lost while its agent lives registers again."""
@@ -543,7 +573,7 @@ class NodeAgent:
         )
         self._spawn(self._reporter.report(event), f"confirm {key}")
 
-    def _forget_finished(self, state: State) -> None:
+    def _forget_finished(self, state: State, chores: Chores) -> None:
         """Drop records (and work files) of attempts the log says are over on this host."""
         for key in list(self._records):
             if key in self._runners or is_current(state, self.host_id, *key):
@@ -552,22 +582,20 @@ class NodeAgent:
                 self._mark.advance(self.log_position)
             del self._records[key]
             self._store.delete(*key)
-            self._spawn(self._retire(key), f"retire {key}")
+            chores.todo.append(
+                (f"retire {key}", functools.partial(self._retire, key, self._clock()))
+            )
         self._confirmed = {k for k in self._confirmed if is_current(state, self.host_id, *k)}
 
-    async def _retire(self, key: AttemptKey) -> None:
-        """An ended attempt's files, in one worker thread: its log kept (capped, for the
-        retention period), its exit file and work dir deleted. Runs once per attempt:
-        its record is dropped before."""
+    def _retire(self, key: AttemptKey, ended_at: float) -> None:
+        """An ended attempt's files (a chore): its log kept (capped, for the retention
+        period), its exit file and work dir deleted. Runs once per attempt: its record
+        is dropped before."""
+        self._keeper.keep(self.layout.log_file(*key).stem, ended_at)
+        self._spares.give_file(self.layout.exit_file(*key))
+        self._spares.give_dir(self.layout.work_dir(*key))
 
-        def retire(ended_at: float) -> None:
-            self._keeper.keep(self.layout.log_file(*key).stem, ended_at)
-            self._spares.give_file(self.layout.exit_file(*key))
-            self._spares.give_dir(self.layout.work_dir(*key))
-
-        await asyncio.to_thread(retire, self._clock())
-
-    def _prune_caches(self, state: State) -> None:
+    def _prune_caches(self, state: State, chores: Chores) -> None:
         """Delete warm pool caches that neither an attempt nor an Available pool keeps."""
         keep = cache_chains(state, self.host_id)
         keep |= {runner.record.chain_id for runner in self._runners.values()}
@@ -582,32 +610,34 @@ class NodeAgent:
         self._caches |= names
         for name in sorted(self._caches - names):
             self._caches.discard(name)
-            log.info("host=%s deleting warm pool cache %s", self.host_id, name)
-            self._delete_later(self.layout.cache_root / name)
+            log.debug("host=%s deleting the cache of chain %s", self.host_id, name)
+            self._delete_later(chores, self.layout.cache_root / name)
             # Its /opt/ml: emptied of what jobs wrote and kept as a spare tree for the
             # process runtime's next chain (docker removes it: a sandbox may mount it).
             tree = self.layout.ml_root / name
             if self._runtime.kind == RuntimeKind.PROCESS.value:
                 spare = functools.partial(self._spares.give_tree, reset=reset_chain_tree)
-                self._delete_later(tree, spare)
+                self._delete_later(chores, tree, spare)
             else:
-                self._delete_later(tree, functools.partial(shutil.rmtree, ignore_errors=True))
+                rmtree = functools.partial(shutil.rmtree, ignore_errors=True)
+                self._delete_later(chores, tree, rmtree)
 
-    def _delete_later(self, path: Path, give: Callable[[Path], None] | None = None) -> None:
-        """Hand the folder to `give` in a worker thread (default: empty it and keep it
-        as a spare)."""
-        if path in self._deleting or not path.exists():
+    def _delete_later(
+        self, chores: Chores, path: Path, give: Callable[[Path], None] | None = None
+    ) -> None:
+        """A chore: hand the folder, if there is one, to `give` (default: empty it and
+        keep it as a spare)."""
+        if path in self._deleting:
             return
         self._deleting.add(path)
+        chores.deleting.append(path)
         dispose = give or self._spares.give_dir
 
-        async def delete() -> None:
-            try:
-                await asyncio.to_thread(dispose, path)
-            finally:
-                self._deleting.discard(path)
+        def delete() -> None:
+            if path.exists():
+                dispose(path)
 
-        self._spawn(delete(), f"delete {path.name}")
+        chores.todo.append((f"delete {path.name}", delete))
 
     async def _let_removals_end(self) -> None:
         """Attempts that have reported their end remove their part (a container, and a
