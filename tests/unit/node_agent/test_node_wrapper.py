@@ -192,3 +192,25 @@ def test_binds_that_cannot_be_made_are_an_infrastructure_error_and_run_nothing(
     status = json.loads(exit_file.read_text())
     assert status["infrastructure_error"] == wrapper.MOUNT_ERROR
     assert not ran.exists()
+
+
+def test_a_work_dir_the_wrapper_cannot_enter_is_an_infrastructure_error_and_runs_nothing(
+    tmp_path: Path,
+) -> None:
+    exit_file, ran = tmp_path / "exit", tmp_path / "ran"
+    argv = wrapper_argv(str(exit_file), ["touch", str(ran)], "", "", str(tmp_path / "gone"))
+
+    assert subprocess.run(argv, start_new_session=True, timeout=10, check=False).returncode == 1
+    status = json.loads(exit_file.read_text())
+    assert status["infrastructure_error"] == wrapper.WORK_DIR_ERROR
+    assert not ran.exists()
+
+
+def test_the_job_runs_in_the_work_dir_it_is_given(tmp_path: Path) -> None:
+    exit_file, seen = tmp_path / "exit", tmp_path / "seen"
+    work = tmp_path / "work"
+    work.mkdir()
+    argv = wrapper_argv(str(exit_file), ["sh", "-c", f"pwd > {seen}"], "", "", str(work))
+
+    assert subprocess.run(argv, start_new_session=True, timeout=10, check=False).returncode == 0
+    assert seen.read_text() == f"{work}\n"

@@ -1,6 +1,6 @@
 """The process runtime's per-attempt wrapper: a POSIX shell script, not a Python process.
 
-    /bin/sh -c SCRIPT qm-wrapper EXIT_FILE LOG_FILE MOUNTS cmd [args...]
+    /bin/sh -c SCRIPT qm-wrapper EXIT_FILE LOG_FILE MOUNTS WORK_DIR cmd [args...]
 
 The agent starts the wrapper in a session of its own, so the job outlives an
 agent restart and one signal to the process group reaches the job and its
@@ -34,6 +34,8 @@ ARGV0 = "qm-wrapper"
 LOG_ERROR = "cannot open the job's log file"
 # Its /opt/ml or /etc/hosts cannot be mounted in its namespace: the host's fault too.
 MOUNT_ERROR = "cannot mount the job's /opt/ml and /etc/hosts"
+# Its work dir went between the agent's check and the start: the host's fault too.
+WORK_DIR_ERROR = "cannot enter the job's work dir"
 
 # 126/127 without a runnable command is a start error (the client's), not the job's code.
 SCRIPT = r"""trap : TERM INT HUP
@@ -51,7 +53,12 @@ if [ -n "$3" ] && ! mount --fstab "$3" --all; then
     "MOUNT_ERROR" >"$exit_file"
   exit 1
 fi
-shift 3
+if [ -n "$4" ] && ! cd "$4"; then
+  printf '{"exit_code": 1, "start_error": null, "infrastructure_error": "%s"}' \
+    "WORK_DIR_ERROR" >"$exit_file"
+  exit 1
+fi
+shift 4
 "$@"
 code=$?
 start_error=null
@@ -67,19 +74,32 @@ if [ "$start_error" != null ]; then
 fi
 printf '{"exit_code": %d, "start_error": %s}' "$code" "$start_error" >"$exit_file"
 exit "$code"
-""".replace("LOG_ERROR", LOG_ERROR).replace("MOUNT_ERROR", MOUNT_ERROR)
+"""
+for _name, _text in (
+    ("LOG_ERROR", LOG_ERROR),
+    ("MOUNT_ERROR", MOUNT_ERROR),
+    ("WORK_DIR_ERROR", WORK_DIR_ERROR),
+):
+    SCRIPT = SCRIPT.replace(_name, _text)
 
 
 def wrapper_argv(
-    exit_file: str, command: tuple[str, ...] | list[str], log_file: str = "", mounts: str = ""
+    exit_file: str,
+    command: tuple[str, ...] | list[str],
+    log_file: str = "",
+    mounts: str = "",
+    work_dir: str = "",
 ) -> list[str]:
     """The argv that runs `command` under the wrapper (the exit file is in it: see process.py).
+
+    `work_dir`: where the job runs (the wrapper enters it: the agent starts the wrapper
+    with `posix_spawn`, which has no working directory of its own to set).
 
     `mounts`: an fstab file (`bind_mounts`) whose bind mounts are made before the job
     starts, all by one `mount` (two `mount --bind` cost 4.2 ms of CPU a job, one
     `mount --fstab F --all` 1.6 ms); the wrapper must then run in a mount namespace
     of its own (`unshare`)."""
-    return [SHELL, "-c", SCRIPT, ARGV0, exit_file, log_file, mounts, *command]
+    return [SHELL, "-c", SCRIPT, ARGV0, exit_file, log_file, mounts, work_dir, *command]
 
 
 def bind_mounts(binds: list[tuple[str, str]]) -> str:
