@@ -106,9 +106,10 @@ def test_kept_ones_are_found_again_after_a_restart_and_strays_removed(tmp_path: 
 def test_a_chain_tree_is_kept_with_its_skeleton_and_taken_by_the_next_chain(
     tmp_path: Path,
 ) -> None:
-    """What jobs wrote goes; the folders and the config and hosts files stay (the same
-    inodes), so the next chain's prepare makes none."""
-    from qm_node_agent.contract.stage import SKELETON, reset_chain_tree
+    """What jobs wrote goes; the folders and the config, hosts and mounts files stay
+    (the same inodes), so the next chain's prepare makes none; a skeleton folder a job
+    removed is made again, so that prepare need not look."""
+    from qm_node_agent.contract.stage import MOUNTS, SKELETON, reset_chain_tree
 
     spares = Spares(tmp_path / "spare")
     chain = tmp_path / "opt-ml" / "c1"
@@ -125,6 +126,8 @@ def test_a_chain_tree_is_kept_with_its_skeleton_and_taken_by_the_next_chain(
     (ml / "stray").write_text("s")
     (chain / "hosts").write_text("127.0.0.1 algo-1\n")
     (chain / "staged.json").write_text("{}")
+    (chain / MOUNTS).write_text("a /opt/ml none bind 0 0\n")
+    (ml / "code").rmdir()  # the job took it away
     config = (ml / "input" / "config" / "hyperparameters.json").stat().st_ino
 
     spares.give_tree(chain, reset_chain_tree)
@@ -134,7 +137,8 @@ def test_a_chain_tree_is_kept_with_its_skeleton_and_taken_by_the_next_chain(
     assert spares.take_tree(other)
     left = sorted(str(p.relative_to(other)) for p in other.rglob("*"))
     assert left == sorted(
-        ["hosts", "ml", "ml/input", "ml/input/config", "ml/input/config/hyperparameters.json"]
+        ["hosts", MOUNTS, "ml", "ml/input", "ml/input/config"]
+        + ["ml/input/config/hyperparameters.json"]
         + [f"ml/{sub}" for sub in SKELETON if sub != "input/config"]
         + ["ml/output"]
     )

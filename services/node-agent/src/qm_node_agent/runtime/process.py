@@ -29,7 +29,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from qm_node_agent.contract.stage import Staged, only_rewrites, prepare, write_if_changed
+from qm_node_agent.contract.stage import (
+    MOUNTS,
+    Staged,
+    only_rewrites,
+    prepare,
+    write_if_changed,
+)
 from qm_node_agent.errors import LaunchError, RuntimeFailure
 from qm_node_agent.launch import ML_DIR, LaunchSpec
 from qm_node_agent.records import AttemptRecord
@@ -41,7 +47,6 @@ from quartermaster.events import StartPhases
 
 log = logging.getLogger(__name__)
 
-MOUNTS_FILE = "mounts.fstab"  # beside the chain's hosts file: the job's bind mounts
 # The wrapper starts with `posix_spawn` (a vfork; Popen took 0.53 ms of the loop, this
 # 0.29, p50 from a 100 MB agent-like process): in a session of its own, stdio on
 # /dev/null, and with the dispositions Python ignores back to their defaults, as Popen
@@ -193,7 +198,7 @@ class ProcessRuntime:
         # A chain's first attempt: a kept tree, reset when given back, if there is one.
         placed = self._spares.take_tree(Path(outputs.ml_dir).parent)
         hosts_file = spec.contract.hosts_file
-        mounts = Path(hosts_file).with_name(MOUNTS_FILE) if self.namespaces else None
+        mounts = Path(hosts_file).with_name(MOUNTS) if self.namespaces else None
 
         def lay_out() -> Staged:
             staged = prepare(
@@ -201,6 +206,7 @@ class ProcessRuntime:
                 spec.access,
                 addresses=spec.addresses,
                 network_interface=spec.network_interface,
+                fresh=placed,
             )
             if mounts is not None:  # each time: a kept tree may hold another chain's
                 binds = [(outputs.ml_dir, ML_DIR), (hosts_file, "/etc/hosts")]
