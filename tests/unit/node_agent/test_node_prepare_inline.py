@@ -8,15 +8,13 @@ import threading
 from pathlib import Path
 
 import pytest
+from process_attempt import attempt
 
 from qm_node_agent.contract.host import needs_lookup
 from qm_node_agent.contract.stage import SKELETON, prepare, reset_chain_tree
-from qm_node_agent.launch import build_spec
-from qm_node_agent.records import AttemptRecord
 from qm_node_agent.runtime import process
 from qm_node_agent.runtime.process import ProcessRuntime
 from qm_node_agent.spares import Spares
-from quartermaster.testing.builders import dispatched_job
 
 RUN_TRUE: dict[str, object] = {
     "AlgorithmSpecification": {"TrainingImage": "x", "ContainerEntrypoint": ["true"]}
@@ -54,28 +52,7 @@ def launch_once(
 
     monkeypatch.setattr(process, "prepare", watched)
     chain = tmp_path / "opt-ml" / "j"
-    spec = build_spec(
-        dispatched_job(payload),
-        host="h1",
-        instance_type="ml.g5.xlarge",
-        gpu_indexes=(),
-        cache_dir=tmp_path / "cache" / "j",
-        work_dir=tmp_path / "jobs" / "j-1",
-        ml_dir=chain / "ml",
-        hosts_file=chain / "hosts",
-        addresses={"h1": address},
-        network_interface="lo",
-    )
-    record = AttemptRecord(
-        job_id="j",
-        attempt=1,
-        host="h1",
-        runtime="process",
-        chain_id="j",
-        launched_at=0.0,
-        exit_file=str(tmp_path / "exit"),
-        log_file=str(tmp_path / "log"),
-    )
+    spec, record = attempt(tmp_path, payload, address=address)
 
     async def main() -> bool:
         runtime = ProcessRuntime(spares, namespaces=False)

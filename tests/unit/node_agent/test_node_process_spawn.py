@@ -8,44 +8,23 @@ import os
 import signal
 from pathlib import Path
 
-from qm_node_agent.launch import LaunchSpec, build_spec
+from process_attempt import attempt
+
+from qm_node_agent.launch import LaunchSpec
 from qm_node_agent.records import AttemptRecord
 from qm_node_agent.runtime.process import ProcessRuntime
 from qm_node_agent.spares import Spares
-from quartermaster.testing.builders import dispatched_job
 
 
 def launch(tmp_path: Path, script: str) -> tuple[ProcessRuntime, AttemptRecord, LaunchSpec]:
     runtime = ProcessRuntime(Spares(tmp_path / "spares"), namespaces=False)
-    chain = tmp_path / "opt-ml" / "j"
     payload: dict[str, object] = {
         "AlgorithmSpecification": {
             "TrainingImage": "x",
             "ContainerEntrypoint": ["sh", "-c", script],
         }
     }
-    spec = build_spec(
-        dispatched_job(payload),
-        host="h1",
-        instance_type="ml.g5.xlarge",
-        gpu_indexes=(),
-        cache_dir=tmp_path / "cache" / "j",
-        work_dir=tmp_path / "jobs" / "j-1",
-        ml_dir=chain / "ml",
-        hosts_file=chain / "hosts",
-        addresses={"h1": "127.0.0.1"},
-        network_interface="lo",
-    )
-    record = AttemptRecord(
-        job_id="j",
-        attempt=1,
-        host="h1",
-        runtime="process",
-        chain_id="j",
-        launched_at=0.0,
-        exit_file=str(tmp_path / "exit"),
-        log_file=str(tmp_path / "log"),
-    )
+    spec, record = attempt(tmp_path, payload)
     return runtime, record, spec
 
 
