@@ -10,6 +10,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from qm_node_agent import records
 from qm_node_agent.layout import Layout, container_name
 from qm_node_agent.records import BLOCK, AttemptRecord, AttemptStore
 from quartermaster import events as ev
@@ -183,3 +184,34 @@ def test_a_slow_fsync_does_not_block_the_event_loop(
 
     assert asyncio.run(scenario()) == ["loop ran while the record was being written", "saved"]
     assert store.load_all() == [record, record_of("other")]
+
+
+def test_a_flush_is_under_way_when_it_returns_though_the_caller_holds_the_gil(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The launch that follows a flush holds the GIL: the flush's thread must have
+    reached its `fdatasync` before the flush returns, or it would wait for the launch."""
+    layout = Layout(tmp_path)
+    layout.create()
+    store = AttemptStore(layout)
+    store.save(record_of("other"))  # the file exists: the flush only flushes data
+    store.note(record_of("j"))
+    monkeypatch.setattr(records, "HANDOFF_S", 10.0)  # no timing in the test
+    entered: list[int] = []
+    real_fdatasync = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        entered.append(fd)
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+
+    async def scenario() -> int:
+        await asyncio.to_thread(lambda: None)  # its thread is made and idle, as in an agent
+        flushing = store.flush()
+        under_way = len(entered)  # no await, no syscall since: the GIL never left here
+        await flushing
+        return under_way
+
+    assert asyncio.run(scenario()) == 1
+    assert AttemptStore(layout).load_all() == [record_of("j"), record_of("other")]

@@ -32,6 +32,8 @@ from quartermaster import events as ev
 
 log = logging.getLogger(__name__)
 
+HANDOFF_S = 0.001  # how long `flush` waits for its thread to run (mostly 0.05-0.1 ms)
+
 Outcome = ev.JobSucceeded | ev.JobFailed | ev.JobStopConfirmed
 Key = tuple[str, int]
 
@@ -147,8 +149,22 @@ class AttemptStore:
 
     def flush(self) -> asyncio.Future[None]:
         """`sync` in a worker thread, begun at once (a task would begin it only at the
-        loop's next turn, after the caller's launch)."""
-        return asyncio.get_running_loop().run_in_executor(None, self.sync)
+        loop's next turn, after the caller's launch).
+
+        The caller then waits, `HANDOFF_S` at most, until the thread runs: a woken
+        thread waits for the GIL, which the caller's launch holds until it awaits (the
+        switch interval is 5 ms), so the `fdatasync` used to begin only after the
+        launch. Handed over, it runs during the launch: 0.5 or 1.5 ms of the loop's work
+        then a flush took 1.22 and 2.31 ms in all (p50), 0.92 and 1.97 handed over."""
+        running = threading.Event()
+
+        def sync() -> None:
+            running.set()
+            self.sync()
+
+        future = asyncio.get_running_loop().run_in_executor(None, sync)
+        running.wait(HANDOFF_S)
+        return future
 
     def exists(self, job_id: str, attempt: int) -> bool:
         with self._lock:
