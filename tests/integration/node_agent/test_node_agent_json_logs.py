@@ -28,13 +28,24 @@ async def test_the_agent_logs_json_lines_with_its_host_and_the_jobs_id(
         env=env,
         stderr=asyncio.subprocess.PIPE,
     )
+    read: list[bytes] = []
     try:
         await cluster.until_host("h1")
         await cluster.run("logged", payload("exit 0"))
         await cluster.until_status("logged", JobStatus.SUCCEEDED)
+        # The agent logs its report once the ack is back, which may come after the log
+        # holds the report (and the status above): a stop before then cut the line.
+        assert proc.stderr is not None
+        async with asyncio.timeout(10):
+            while not read or b"reported JobSucceeded" not in read[-1]:
+                line = await proc.stderr.readline()
+                if not line:
+                    break
+                read.append(line)
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, stderr = await asyncio.wait_for(proc.communicate(), 10)
+        _, rest = await asyncio.wait_for(proc.communicate(), 10)
+    stderr = b"".join(read) + rest
     assert proc.returncode == 0, stderr.decode()
     lines = [json.loads(line) for line in stderr.decode().splitlines()]
     assert lines and all(set(KEYS) <= set(line) for line in lines)
