@@ -17,6 +17,7 @@ from quartermaster.objectstore import S3Access
 
 CACHE_ENV = "SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"
 ML_DIR = "/opt/ml"  # where the job sees its contract's tree
+HOSTS_FILE = "/etc/hosts"  # where it sees its hosts file (and the host has its own)
 
 
 class LaunchSpec(msgspec.Struct, frozen=True, kw_only=True):

@@ -40,23 +40,20 @@ WORK_DIR_ERROR = "cannot enter the job's work dir"
 # 126/127 without a runnable command is a start error (the client's), not the job's code.
 SCRIPT = r"""trap : TERM INT HUP
 exit_file=$1
+host_fault() {  # before the job runs: the attempt ends as the host's fault
+  printf '{"exit_code": 1, "start_error": null, "infrastructure_error": "%s"}' "$1" \
+    >"$exit_file"
+  exit 1
+}
 if [ -n "$2" ]; then
-  if ! { true >>"$2"; } 2>/dev/null; then
-    printf '{"exit_code": 1, "start_error": null, "infrastructure_error": "%s"}' \
-      "LOG_ERROR" >"$exit_file"
-    exit 1
-  fi
+  { true >>"$2"; } 2>/dev/null || host_fault "LOG_ERROR"
   exec >>"$2" 2>&1
 fi
 if [ -n "$3" ] && ! mount --fstab "$3" --all; then
-  printf '{"exit_code": 1, "start_error": null, "infrastructure_error": "%s"}' \
-    "MOUNT_ERROR" >"$exit_file"
-  exit 1
+  host_fault "MOUNT_ERROR"
 fi
 if [ -n "$4" ] && ! cd "$4"; then
-  printf '{"exit_code": 1, "start_error": null, "infrastructure_error": "%s"}' \
-    "WORK_DIR_ERROR" >"$exit_file"
-  exit 1
+  host_fault "WORK_DIR_ERROR"
 fi
 shift 4
 "$@"

@@ -37,7 +37,7 @@ from qm_node_agent.contract.stage import (
     write_if_changed,
 )
 from qm_node_agent.errors import LaunchError, RuntimeFailure
-from qm_node_agent.launch import ML_DIR, LaunchSpec
+from qm_node_agent.launch import HOSTS_FILE, ML_DIR, LaunchSpec
 from qm_node_agent.records import AttemptRecord
 from qm_node_agent.runtime.base import ExitStatus, tail
 from qm_node_agent.settings import RuntimeKind
@@ -209,7 +209,7 @@ class ProcessRuntime:
                 fresh=placed,
             )
             if mounts is not None:  # each time: a kept tree may hold another chain's
-                binds = [(outputs.ml_dir, ML_DIR), (hosts_file, "/etc/hosts")]
+                binds = [(outputs.ml_dir, ML_DIR), (hosts_file, HOSTS_FILE)]
                 write_if_changed(mounts, bind_mounts(binds).encode())
             return staged
 
@@ -277,10 +277,19 @@ def namespace_problem(unshare: str) -> str | None:
         return f"cannot create {ML_DIR}: {err.strerror}"
     try:  # as the jobs' wrappers mount theirs
         with tempfile.NamedTemporaryFile("w", prefix="qm-mounts-", suffix=".fstab") as mounts:
-            mounts.write(bind_mounts([(ML_DIR, ML_DIR), ("/etc/hosts", "/etc/hosts")]))
+            mounts.write(bind_mounts([(ML_DIR, ML_DIR), (HOSTS_FILE, HOSTS_FILE)]))
             mounts.flush()
             done = subprocess.run(
-                [unshare, "--mount", "--propagation", "private", "mount", "-T", mounts.name, "-a"],
+                [
+                    unshare,
+                    "--mount",
+                    "--propagation",
+                    "private",
+                    "mount",
+                    "--fstab",
+                    mounts.name,
+                    "--all",
+                ],
                 capture_output=True,
                 timeout=10,
                 check=False,
