@@ -3,6 +3,10 @@ taken over after a silence of one TTL, never before; the silent holder knows it.
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from quartermaster.bus import JetStreamLog, KvLease
 
 
@@ -56,5 +60,35 @@ async def test_a_released_lease_is_taken_at_once(jetstream_log: JetStreamLog) ->
         assert not await standby.acquire("q", "b-1", ttl_s=5)
         assert await holder.release("q")
         assert await standby.acquire("q", "b-1", ttl_s=5)  # no silence to wait out
+    finally:
+        await jetstream_log.js.delete_key_value(bucket)
+
+
+async def test_a_standby_that_saw_the_lease_held_checks_it_with_one_read(
+    jetstream_log: JetStreamLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A create it would lose is not tried again: one request per check, not two."""
+    bucket = f"LEASES_{jetstream_log.stream}"
+    holder = await KvLease.open(jetstream_log, bucket, max_ttl_s=60, clock=Clock())
+    standby = await KvLease.open(jetstream_log, bucket, max_ttl_s=60, clock=Clock())
+    creates: list[str] = []
+    create = standby._kv.create
+
+    async def counted_create(key: str, value: bytes, **options: Any) -> int:
+        creates.append(key)
+        return await create(key, value, **options)
+
+    monkeypatch.setattr(standby._kv, "create", counted_create)
+    try:
+        assert await holder.acquire("q", "a-1", ttl_s=5)
+        for _ in range(3):
+            assert not await standby.acquire("q", "b-1", ttl_s=5)
+        assert creates == ["q"]  # the first check only
+        assert await holder.release("q")
+        assert await standby.acquire("q", "b-1", ttl_s=5)  # released: taken by the read's revision
+        assert creates == ["q"]
+        assert await holder.holder("q") == "b-1"
+        assert await standby.acquire("r", "b-1", ttl_s=5)  # a key never seen held: created
+        assert creates == ["q", "r"]
     finally:
         await jetstream_log.js.delete_key_value(bucket)

@@ -5,8 +5,10 @@ key's revision:
 - `acquire` creates the key (expected revision 0): of many holders exactly one wins.
   A key held by another name is taken over, by its revision, once this contender has
   seen that revision unchanged for the lease's TTL on its own clock: the holder stopped
-  renewing. Judging silence locally makes sub-second TTLs possible (the server's
-  per-message TTL, `Nats-TTL`, counts whole seconds and only garbage-collects here).
+  renewing. A contender that saw the key held reads it at its next call instead of
+  trying a create it would lose: a standby checks with one request, not two. Judging
+  silence locally makes sub-second TTLs possible (the server's per-message TTL,
+  `Nats-TTL`, counts whole seconds and only garbage-collects here).
 - `renew` rewrites it expecting the revision this holder wrote last; if someone took
   it in between, the revision differs and renew fails. After a write whose ack was
   lost (it may be stored), a newer revision holding this holder's name is adopted.
@@ -148,27 +150,34 @@ class KvLease:
         """Take `key` for `ttl_s` seconds if free, ours, or silent for its TTL; True if
         `holder` now holds it. Call it regularly: silence is judged across calls."""
         record = _Record(holder, ttl_s)
-        ttl = self._server_ttl(ttl_s)
+        ttl = self._server_ttl(ttl_s)  # a bad TTL is refused before anything is sent
         sent = self._clock()
         try:
-            revision: int | None = await self._kv.create(key, _encode(record), msg_ttl=ttl)
-        except nats.js.errors.KeyWrongLastSequenceError:
-            try:
+            if key in self._seen:  # another held it when we last looked: a create would fail
                 revision = await self._take_over(key, record, sent)
-            except BusError:
-                # While we could not look, the holder may have renewed and failed alike:
-                # count its silence afresh, so that it gets the first word once the
-                # bucket answers again (say, after a leader election of the bucket).
-                self._seen.pop(key, None)
-                raise
-        except NATS_FAILURES as err:
+            else:
+                revision = await self._create(key, record, ttl, sent)
+        except BusError:
+            # While we could not look, the holder may have renewed and failed alike:
+            # count its silence afresh, so that it gets the first word once the
+            # bucket answers again (say, after a leader election of the bucket).
             self._seen.pop(key, None)
-            raise bus_error(err, f"acquire lease {key}") from err
+            raise
         if revision is None:
             return False
         self._seen.pop(key, None)
         self._held[key] = _Held(holder, revision, ttl_s, sent + ttl_s)
         return True
+
+    async def _create(self, key: str, record: _Record, ttl: int, sent: float) -> int | None:
+        """Create the key (expected revision 0); one that exists is taken over if it may be."""
+        try:
+            revision: int = await self._kv.create(key, _encode(record), msg_ttl=ttl)
+        except nats.js.errors.KeyWrongLastSequenceError:
+            return await self._take_over(key, record, sent)
+        except NATS_FAILURES as err:
+            raise bus_error(err, f"acquire lease {key}") from err
+        return revision
 
     async def renew(self, key: str) -> bool:
         """Extend a held lease by its TTL; False (and forgotten) if it was lost."""
